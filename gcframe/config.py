@@ -1,0 +1,190 @@
+"""Run configuration: dataclasses with a docstring per field, loaded from YAML and validated.
+
+A YAML file has the sections below (all optional); method hyperparameters live under `methods.<name>` and are
+checked against that method's own Config dataclass (methods/*.py).
+
+    seed: 0
+    task:     {operands: 2, digits: 2, n_demos: 500, ...}      # gcframe.tasks.TaskConfig
+    model:    {path: null, hidden_size: 128, ...}              # ModelSection
+    sft_base: {steps: 1600, lr: 1.0e-3, batch_size: 128}       # SFTBaseConfig
+    train:    {steps: 300, lr: 3.0e-4, prompts_per_step: 32, group_size: 8, ...}   # TrainConfig
+    methods:  {grpo: {beta: 0.04}, ppo: {gamma: 1.0}}
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import yaml
+
+from gcframe.errors import UserError
+from gcframe.modeling import ModelConfig
+from gcframe.tasks import TaskConfig
+
+
+@dataclass
+class ModelSection(ModelConfig):
+    path: str | None = None
+    """A local Hugging Face causal-LM directory or hub name to start from; None builds the tiny Llama and
+    trains it on the task's demonstrations (pipeline stage 1, the SFT base)."""
+
+
+@dataclass
+class SFTBaseConfig:
+    steps: int = 1600
+    """Optimiser steps of stage 1 (SFT from scratch on the limited demonstrations)."""
+    lr: float = 1e-3
+    """AdamW learning rate of stage 1."""
+    batch_size: int = 128
+    """Demonstrations per stage-1 step."""
+    warmup_steps: int = 50
+    """Linear learning-rate warm-up steps of stage 1."""
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 300
+    """Optimiser steps of stage 2 (every method trains for the same number of steps)."""
+    lr: float = 3e-4
+    """AdamW learning rate of the policy."""
+    prompts_per_step: int = 32
+    """B: prompts per step. Every method consumes B·G sequences per step (the equal budget)."""
+    group_size: int = 8
+    """G: completions per prompt for group methods (GRPO, RLOO, online RFT)."""
+    max_new_tokens: int = 0
+    """Longest completion; 0 derives it from the task (longest gold completion + 4)."""
+    temperature: float = 1.0
+    """Sampling temperature of rollouts (log-probs are computed at the same temperature)."""
+    epochs: int = 1
+    """μ: passes over each collected batch (π_old is fixed for the batch)."""
+    minibatches: int = 1
+    """Optimiser steps per pass over a collected batch (minibatches hold whole groups)."""
+    micro_batch_size: int = 0
+    """Sequences per forward/backward for gradient accumulation; 0 = the whole minibatch at once."""
+    grad_clip: float = 1.0
+    """Max global gradient norm (0 disables)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    warmup_steps: int = 0
+    """Linear learning-rate warm-up steps (constant afterwards)."""
+    eval_every: int = 50
+    """Evaluate held-out greedy accuracy every this many steps (and at the start and end)."""
+    eval_size: int = 500
+    """Held-out problems evaluated."""
+    log_samples: int = 4
+    """Completions written to samples.jsonl per logging step."""
+    sample_every: int = 25
+    """Steps between writes to samples.jsonl."""
+    reward: str = "verifier"
+    """Where RL rewards come from: verifier (gold outcome), reward_model (learned r_φ), process (step verifier)."""
+    ref_refresh_every: int = 0
+    """Copy the policy into π_ref every K steps (0 = a reference frozen at the SFT base for the whole run)."""
+
+
+@dataclass
+class RunConfig:
+    seed: int = 0
+    """Seed of the run (model init of stage 2 is the SFT base; the seed drives data order and sampling)."""
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelSection = field(default_factory=ModelSection)
+    sft_base: SFTBaseConfig = field(default_factory=SFTBaseConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    methods: dict = field(default_factory=dict)
+    """Per-method options, `methods.<name>.<option>`, checked against the method's Config."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+POSITIVE = {"steps", "lr", "prompts_per_step", "group_size", "epochs", "minibatches", "batch_size",
+            "eval_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_positions"}
+NON_NEGATIVE = {"max_new_tokens", "micro_batch_size", "grad_clip", "weight_decay", "eval_every",
+                "log_samples", "sample_every", "ref_refresh_every", "warmup_steps"}
+
+
+def _section(cls, values, name: str):
+    if values is None:
+        return cls()
+    if not isinstance(values, dict):
+        raise UserError(f"config section '{name}' must be a mapping of options, got {values!r}")
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise UserError(f"unknown option(s) {', '.join(unknown)} in section '{name}': "
+                        f"known options are {', '.join(known)}")
+    obj = cls()
+    for key, value in values.items():
+        default = getattr(obj, key)
+        setattr(obj, key, _typed(value, default, f"{name}.{key}"))
+    for key in known:
+        v = getattr(obj, key)
+        if key in POSITIVE and isinstance(v, (int, float)) and not v > 0:
+            raise UserError(f"{name}.{key} must be positive, got {v}")
+        if key in NON_NEGATIVE and isinstance(v, (int, float)) and v < 0:
+            raise UserError(f"{name}.{key} must be >= 0, got {v}")
+    if hasattr(obj, "validate"):
+        obj.validate()
+    return obj
+
+
+def _typed(value, default, where):
+    if default is None or value is None:
+        return value
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    else:
+        ok = isinstance(value, type(default)) and not isinstance(value, bool)
+    if not ok:
+        raise UserError(f"{where} must be a {type(default).__name__}, got {value!r}")
+    return value
+
+
+def from_dict(raw: dict) -> RunConfig:
+    if not isinstance(raw, dict):
+        raise UserError(f"a config must be a YAML mapping of sections, got {type(raw).__name__}")
+    known = {f.name for f in fields(RunConfig)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise UserError(f"unknown config section(s) {', '.join(unknown)}: known sections are {', '.join(known)}")
+    seed = raw.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise UserError(f"seed must be a non-negative integer, got {seed!r}")
+    methods = raw.get("methods") or {}
+    if not isinstance(methods, dict) or not all(isinstance(v, dict) for v in methods.values()):
+        raise UserError("config section 'methods' must map method names to option mappings")
+    cfg = RunConfig(
+        seed=seed,
+        task=_section(TaskConfig, raw.get("task"), "task"),
+        model=_section(ModelSection, raw.get("model"), "model"),
+        sft_base=_section(SFTBaseConfig, raw.get("sft_base"), "sft_base"),
+        train=_section(TrainConfig, raw.get("train"), "train"),
+        methods=methods,
+    )
+    if cfg.train.reward not in ("verifier", "reward_model", "process"):
+        raise UserError(f"train.reward must be verifier, reward_model or process, got '{cfg.train.reward}'")
+    return cfg
+
+
+def load_yaml(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"config file '{path}' not found: give the path of a YAML file "
+                        "(see experiments/configs/)")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"config file '{path}' is not valid YAML ({first}): fix the syntax") from None
+    return data or {}
+
+
+def merge(base: dict, override: dict) -> dict:
+    """Recursive dict merge: override wins."""
+    out = dict(base)
+    for k, v in override.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out

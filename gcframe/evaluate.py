@@ -1,0 +1,49 @@
+"""Held-out evaluation: greedy accuracy, and from k samples per problem pass@1, pass@k and maj@k."""
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+
+from gcframe.sampling import Generator
+
+
+def _chunks(rows: list[dict], size: int):
+    for i in range(0, len(rows), size):
+        yield rows[i:i + size]
+
+
+@torch.no_grad()
+def evaluate(model, generator: Generator, task, rows: list[dict], k: int = 0, batch_size: int = 256) -> dict:
+    """Counts over `rows` (held-out problems): greedy correct, and with k > 0 sampled pass@1 / pass@k / maj@k.
+
+    Returns sums (not means) so that shards from several processes can be added before dividing by `n`.
+    """
+    out = Counter(n=len(rows))
+    for chunk in _chunks(rows, batch_size):
+        prompts = [r["prompt"] for r in chunk]
+        greedy = generator.generate(model, prompts, n=1, temperature=0.0)
+        out["greedy_correct"] += sum(task.verify(t["completion"], r["answer"]) for t, r in zip(greedy.texts, chunk))
+        if k > 0:
+            sampled = generator.generate(model, prompts, n=k)
+            for j, r in enumerate(chunk):
+                comps = [t["completion"] for t in sampled.texts[j * k:(j + 1) * k]]
+                ok = [bool(task.verify(c, r["answer"])) for c in comps]
+                out["pass1_correct"] += sum(ok) / k
+                out["passk_correct"] += any(ok)
+                answers = [task.extract_answer(c) for c in comps]
+                votes = Counter(a for a in answers if a)
+                if votes:
+                    top = votes.most_common(1)[0][0]
+                    out["majk_correct"] += bool(task.verify(top, r["answer"]))
+    return dict(out)
+
+
+def rates(counts: dict, k: int = 0) -> dict:
+    """Turn summed counts into the logged metrics."""
+    n = max(counts.get("n", 0), 1)
+    res = {"eval_accuracy": counts.get("greedy_correct", 0) / n}
+    if k > 0:
+        res.update(eval_pass1=counts.get("pass1_correct", 0) / n, eval_passk=counts.get("passk_correct", 0) / n,
+                   eval_majk=counts.get("majk_correct", 0) / n)
+    return res

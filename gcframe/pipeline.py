@@ -1,0 +1,88 @@
+"""The three-stage pipeline of the seed: SFT model -> (reward model, initial policy, frozen reference) -> RL.
+
+Stage 1 trains the tiny model from scratch on the task's limited demonstrations, through the same engine and
+the `sft` method, and caches it by a hash of everything it depends on, so that every later run (every method,
+every seed) starts from the identical SFT base.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from gcframe.config import RunConfig, TrainConfig
+from gcframe.errors import UserError
+from gcframe.tasks import build_task
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("GCFRAME_CACHE", Path.home() / ".cache" / "gcframe"))
+
+
+def resolve(cfg: RunConfig, task) -> RunConfig:
+    """Fill the values derived from the task (max_new_tokens)."""
+    cfg = copy.deepcopy(cfg)
+    if not cfg.train.max_new_tokens:
+        cfg.train.max_new_tokens = task.max_completion_chars + 4
+    return cfg
+
+
+def base_key(cfg: RunConfig) -> str:
+    blob = json.dumps({"task": cfg.to_dict()["task"], "model": cfg.to_dict()["model"],
+                       "sft_base": cfg.to_dict()["sft_base"], "version": 1}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def check_model_path(cfg: RunConfig) -> None:
+    p = cfg.model.path
+    if p and not Path(p).exists() and (p.startswith((".", "/", "~")) or p.count("/") > 1):
+        raise UserError(f"model path '{p}' does not exist: give a local Hugging Face model directory "
+                        "or a hub name")
+
+
+def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> tuple[Path, dict]:
+    """Directory of the SFT base (trained and cached on first use) and its info (held-out accuracy, time)."""
+    if cfg.model.path:
+        return Path(cfg.model.path), {"source": cfg.model.path}
+    d = cache_root() / "sft_base" / base_key(cfg)
+    info_file = d / "base_info.json"
+    if info_file.exists():
+        return d, json.loads(info_file.read_text())
+
+    from gcframe.modeling import build_char_tokenizer, build_tiny_llama, save_model_and_tokenizer
+    from gcframe.trainer import Trainer
+
+    tok = build_char_tokenizer()
+    model = build_tiny_llama(tok, cfg.model, seed=cfg.task.seed)
+    s = cfg.sft_base
+    stage1 = copy.deepcopy(cfg)
+    stage1.train = TrainConfig(steps=s.steps, lr=s.lr, prompts_per_step=s.batch_size, group_size=1,
+                               warmup_steps=s.warmup_steps, max_new_tokens=cfg.train.max_new_tokens,
+                               eval_every=0, eval_size=cfg.train.eval_size, sample_every=0)
+    stage1.seed = cfg.task.seed
+    tmp = d.with_name(d.name + f".tmp{os.getpid()}")
+    t0 = time.time()
+    trainer = Trainer(stage1, "sft", tmp / "log", None, task, accelerator, policy=model, tok=tok,
+                      show_progress=show_progress)
+    result = trainer.fit()
+    info = {"eval_accuracy": result["final_accuracy"], "train_time_s": round(time.time() - t0, 1),
+            "steps": s.steps, "n_demos": len(task.demos), "key": base_key(cfg)}
+    if accelerator.is_main_process:
+        save_model_and_tokenizer(accelerator.unwrap_model(trainer.policy), tok, tmp)
+        (tmp / "base_info.json").write_text(json.dumps(info, indent=1))
+        if d.exists():
+            shutil.rmtree(d)
+        os.replace(tmp, d)  # atomic: a crash never leaves a half-written base
+    accelerator.wait_for_everyone()
+    return d, info
+
+
+def prepare(cfg: RunConfig):
+    """Task and resolved config (validates the model path before anything is written)."""
+    check_model_path(cfg)
+    task = build_task(cfg.task)
+    return resolve(cfg, task), task

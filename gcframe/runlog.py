@@ -1,0 +1,71 @@
+"""The run folder: config.yaml, metrics.jsonl (append-only, flushed every row) and samples.jsonl.
+
+Only the main process writes. Readers (`read_jsonl`) tolerate a torn last line, as a crash leaves it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import yaml
+
+
+def _clean(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+class RunLogger:
+    def __init__(self, run_dir: str | Path, enabled: bool = True):
+        self.dir = Path(run_dir)
+        self.enabled = enabled
+        if enabled:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._metrics = open(self.dir / "metrics.jsonl", "a")
+            self._samples = open(self.dir / "samples.jsonl", "a")
+
+    def write_config(self, cfg: dict) -> None:
+        if self.enabled:
+            write_yaml(self.dir / "config.yaml", cfg)
+
+    def log(self, row: dict) -> None:
+        if self.enabled:
+            self._metrics.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
+            self._metrics.flush()
+
+    def samples(self, step: int, rows: list[dict]) -> None:
+        if self.enabled:
+            for r in rows:
+                self._samples.write(json.dumps({"step": step, **r}) + "\n")
+            self._samples.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self._metrics.close()
+            self._samples.close()
+
+
+def write_yaml(path: Path, data: dict) -> None:
+    """Write YAML atomically (temporary file, then rename)."""
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+    os.replace(tmp, path)
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """Rows of a JSONL file; a torn (unparsable) last line is skipped."""
+    rows = []
+    lines = Path(path).read_text().splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            raise
+    return rows

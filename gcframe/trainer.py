@@ -1,0 +1,315 @@
+"""The training loop every method runs through, and the services (`Context`) a method's data source may use.
+
+One step:  method.collect -> Batch (prompts -> sampler -> rewards)
+           engine: ref/old log-probs once per batch (no grad) -> method.prepare (advantages)
+           for μ epochs, for each minibatch (whole groups), for each micro-batch:
+               logp = log π_θ(o_t|q,o_<t);  GC = method.coefficients(batch, logp)
+               loss = -aggregate(GC.detach()·logp, mask, mode, global counts)  -> backward
+           clip, AdamW step -> metrics -> run folder
+The loop never asks which method it runs.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import resource
+import time
+
+import torch
+from accelerate import Accelerator
+from tqdm.auto import tqdm
+
+from gcframe.batch import Batch
+from gcframe.config import RunConfig
+from gcframe.engine import Normaliser, token_logprobs, weighted_mle_loss
+from gcframe.errors import UserError
+from gcframe.evaluate import evaluate, rates
+from gcframe.modeling import count_parameters
+from gcframe.rewards import score
+from gcframe.runlog import RunLogger
+from gcframe.sampling import GenerationConfig, Generator, make_batch
+from methods.base import get_method
+
+
+class Context:
+    """What a method may use to build its batches: prompts, demonstrations, the sampler, rewards, frozen models.
+
+    Frozen models are loaded lazily from the SFT base directory, so a run holds only what its method needs.
+    """
+
+    def __init__(self, cfg: RunConfig, task, tok, policy, base_dir, accelerator: Accelerator):
+        self.cfg, self.task, self.tok, self.base_dir, self.acc = cfg, task, tok, base_dir, accelerator
+        self.policy = policy  # the model being trained (unwrapped)
+        self.rank, self.world = accelerator.process_index, accelerator.num_processes
+        self.generator = Generator(tok, GenerationConfig(cfg.train.max_new_tokens, cfg.train.temperature))
+        self.rng = torch.Generator().manual_seed(cfg.seed)
+        self._orders: dict[str, tuple[torch.Tensor, int]] = {}
+        self._frozen: dict[str, torch.nn.Module] = {}
+        self.reward_model = None  # set by the pipeline when train.reward == "reward_model"
+
+    @property
+    def device(self):
+        return self.acc.device
+
+    # -- data order: the same seeded order on every process; each process takes its own shard ----------------
+    def draw(self, dataset, n: int, name: str) -> list[dict]:
+        """The next n rows of a seeded endless shuffle of `dataset` (global), this process's 1/world share."""
+        if n % self.world:
+            raise UserError(f"{n} sequences per step cannot be split over {self.world} processes: "
+                            "make prompts_per_step a multiple of the number of processes")
+        order, pos = self._orders.get(name, (torch.empty(0, dtype=torch.long), 0))
+        idx = []
+        while len(idx) < n:
+            if pos >= len(order):
+                order, pos = torch.randperm(len(dataset), generator=self.rng), 0
+            take = min(n - len(idx), len(order) - pos)
+            idx += order[pos:pos + take].tolist()
+            pos += take
+        self._orders[name] = (order, pos)
+        mine = idx[self.rank * n // self.world:(self.rank + 1) * n // self.world]
+        return [dataset[i] for i in mine]
+
+    # -- data sources ------------------------------------------------------------------------------------
+    def demonstrations(self, n: int) -> Batch:
+        """n (global) demonstrations from the limited SFT set, GC-ready."""
+        rows = self.draw(self.task.demos, n, "demos")
+        return make_batch(self.tok, [r["prompt"] for r in rows], [r["completion"] for r in rows],
+                          texts=[dict(r) for r in rows])
+
+    def rollout(self, n_prompts: int, group_size: int, model=None) -> Batch:
+        """prompts -> sampler -> rewards: `group_size` completions of each of n_prompts (global) prompts."""
+        rows = self.draw(self.task.prompts, n_prompts, "prompts")
+        model = model or self.policy
+        batch = self.generator.generate(model, [r["prompt"] for r in rows], n=group_size)
+        for t, gid in zip(batch.texts, batch.group_ids.tolist()):
+            t.update(answer=rows[gid]["answer"], steps=rows[gid].get("steps", []))
+        return score(batch, self.task, self.tok, self.cfg.train.reward, self.reward_model)
+
+    # -- frozen models --------------------------------------------------------------------------------------
+    def frozen(self, name: str = "reference") -> torch.nn.Module:
+        """A frozen copy of the SFT base (eval mode, no grad): 'reference' is π_ref, 'base' samples offline data."""
+        if name not in self._frozen:
+            from gcframe.modeling import load_model_and_tokenizer
+
+            model, _ = load_model_and_tokenizer(str(self.base_dir))
+            model.to(self.device).eval().requires_grad_(False)
+            self._frozen[name] = model
+        return self._frozen[name]
+
+    @property
+    def reference(self) -> torch.nn.Module:
+        return self.frozen("reference")
+
+    def refresh_reference(self) -> None:
+        """π_ref <- π_θ (the seed's 'Refreshing the Anchor')."""
+        self.reference.load_state_dict(self.policy.state_dict())
+
+
+class Trainer:
+    """Runs one method from the SFT base for cfg.train.steps steps, logging into `run_dir`."""
+
+    def __init__(self, cfg: RunConfig, method_name: str, run_dir, base_dir, task, accelerator=None,
+                 policy=None, tok=None, reward_model=None, show_progress: bool = True):
+        from gcframe.modeling import load_model_and_tokenizer
+
+        self.cfg, self.tcfg = cfg, cfg.train
+        self.acc = accelerator or Accelerator()
+        torch.manual_seed(cfg.seed)
+        if policy is None:
+            policy, tok = load_model_and_tokenizer(str(base_dir))
+        self.tok, self.task = tok, task
+        method_cls = get_method(method_name)
+        mcfg = method_cls.Config.from_dict(cfg.methods.get(method_name, {}), method_name)
+        if method_cls.needs_groups and self.tcfg.group_size < 2:
+            raise UserError(f"method '{method_name}' compares completions of one prompt: "
+                            f"train.group_size must be >= 2, got {self.tcfg.group_size}")
+        policy.to(self.acc.device)
+        self.ctx = Context(cfg, task, tok, policy, base_dir, self.acc)
+        self.ctx.reward_model = reward_model
+        self.method = method_cls(mcfg, self.ctx)
+        self.aggregation = mcfg.aggregation
+
+        opt = torch.optim.AdamW(policy.parameters(), lr=self.tcfg.lr, weight_decay=self.tcfg.weight_decay)
+        warm = max(getattr(self.tcfg, "warmup_steps", 0), 0)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+        self.aux = self.method.auxiliary_models()
+        aux_opts = [torch.optim.AdamW(m.parameters(), lr=getattr(mcfg, "critic_lr", self.tcfg.lr))
+                    for m in self.aux.values()]
+        prepared = self.acc.prepare(policy, opt, sched, *self.aux.values(), *aux_opts)
+        self.policy, self.opt, self.sched = prepared[:3]
+        k = len(self.aux)
+        self.aux_models, self.aux_opts = list(prepared[3:3 + k]), list(prepared[3 + k:])
+        self.method.ctx.policy = self.acc.unwrap_model(self.policy)
+        for name, m in zip(self.aux, self.aux_models):  # the method computes with the (possibly wrapped) model
+            setattr(self.method, name, m)
+
+        self.logger = RunLogger(run_dir, enabled=self.acc.is_main_process)
+        self.show_progress = show_progress and self.acc.is_main_process
+        self.mb_gen = torch.Generator().manual_seed(cfg.seed + 1)
+        self.gen_tokens = 0
+        self.elapsed = 0.0
+        self.models_held = {"policy": count_parameters(policy), **{n: count_parameters(m) for n, m in self.aux.items()}}
+
+    # -- one optimiser step on one minibatch ---------------------------------------------------------------
+    def _global_norm(self, mb: Batch) -> Normaliser:
+        """Counts of the whole minibatch over all processes: the loss normaliser does not depend on the split."""
+        m = mb.completion_mask
+        counts = torch.tensor([m.shape[0], float(m.sum())], dtype=torch.float64, device=self.acc.device)
+        n_seqs, n_tok = self.acc.reduce(counts, "sum").tolist()
+        return Normaliser(n_seqs, n_tok, self.tcfg.max_new_tokens)
+
+    def _update(self, mb: Batch) -> dict:
+        norm = self._global_norm(mb)
+        mbs = self.tcfg.micro_batch_size
+        micros = mb.split(math.ceil(len(mb) / mbs)) if mbs else [mb]
+        models = [self.policy, *self.aux_models]
+        stats = {"loss": 0.0, "entropy": 0.0, "n_tok": 0.0}
+        gcs, kls = [], []
+        for j, micro in enumerate(micros):
+            last = j == len(micros) - 1
+            with contextlib.ExitStack() as stack:
+                if not last:  # accumulate locally; DDP all-reduces on the last micro-batch only
+                    for m in models:
+                        stack.enter_context(self.acc.no_sync(m))
+                logp, entropy = token_logprobs(self.policy, micro, self.tcfg.temperature, with_entropy=True)
+                gc = self.method.coefficients(micro, logp)
+                loss = weighted_mle_loss(gc, logp, micro.completion_mask, self.aggregation, norm)
+                aux = self.method.auxiliary_loss(micro, norm)
+                total = loss if aux is None else loss + aux
+                if not torch.isfinite(total):
+                    raise FloatingPointError("loss")
+                # DDP averages gradients over processes; the normaliser already counts them all -> scale back.
+                self.acc.backward(total * self.acc.num_processes)
+            mask = micro.completion_mask.bool()
+            stats["loss"] += float(loss.detach())
+            stats["entropy"] += float(entropy.sum())
+            stats["n_tok"] += float(mask.sum())
+            gcs.append(gc.detach()[mask])
+            if "ref_logp" in micro.data:
+                log_rho = micro.data["ref_logp"] - logp.detach()  # log π_ref/π_θ
+                kls.append((log_rho.exp() - log_rho - 1)[mask])  # k3
+        grad_norm = self.acc.clip_grad_norm_(self.policy.parameters(), self.tcfg.grad_clip or float("inf"))
+        for m in self.aux_models:
+            self.acc.clip_grad_norm_(m.parameters(), self.tcfg.grad_clip or float("inf"))
+        self.opt.step()
+        self.sched.step()
+        self.opt.zero_grad(set_to_none=True)
+        for o in self.aux_opts:
+            o.step()
+            o.zero_grad(set_to_none=True)
+        gc_all = torch.cat(gcs) if gcs else torch.zeros(1)
+        out = {"loss": stats["loss"], "entropy": stats["entropy"] / max(stats["n_tok"], 1),
+               "grad_norm": float(grad_norm), "gc_mean": float(gc_all.mean()),
+               "gc_std": float(gc_all.std()) if gc_all.numel() > 1 else 0.0,
+               "gc_pos_frac": float((gc_all > 0).float().mean()), "gc_neg_frac": float((gc_all < 0).float().mean())}
+        if kls:
+            out["kl_ref"] = float(torch.cat(kls).mean())
+        return out
+
+    def train_step(self, step: int) -> dict:
+        t0 = time.perf_counter()
+        self.policy.eval()
+        batch = self.method.collect(step).to(self.acc.device)
+        t1 = time.perf_counter()
+        reuse = self.tcfg.epochs > 1 or self.tcfg.minibatches > 1
+        with torch.no_grad():
+            if self.method.uses_reference:
+                batch.data["ref_logp"] = token_logprobs(self.ctx.reference, batch, self.tcfg.temperature)
+            if reuse:
+                batch.data["old_logp"] = token_logprobs(self.policy, batch, self.tcfg.temperature)
+            self.method.prepare(batch)
+        t2 = time.perf_counter()
+        self.policy.train()
+        updates = []
+        for _ in range(self.tcfg.epochs):
+            for mb in batch.split(self.tcfg.minibatches, self.mb_gen if self.tcfg.minibatches > 1 else None):
+                updates.append(self._update(mb))
+        t3 = time.perf_counter()
+        if self.tcfg.ref_refresh_every and (step + 1) % self.tcfg.ref_refresh_every == 0:
+            self.ctx.refresh_reference()
+
+        row = {k: sum(u[k] for u in updates) / len(updates) for k in updates[0]}
+        row.update(self._batch_stats(batch))
+        row.update(self.method.pop_stats())
+        row = self._mean_over_processes(row)
+        sampled = float(batch.completion_mask.sum()) if "truncated" in batch.data else 0.0  # live samples only
+        self.gen_tokens += int(self.acc.reduce(torch.tensor(sampled, device=self.acc.device), "sum").item())
+        self.elapsed += t3 - t0
+        row.update(step=step, gen_tokens=self.gen_tokens, time_s=self.elapsed, time_collect=t1 - t0,
+                   time_prepare=t2 - t1, time_update=t3 - t2, lr=self.sched.get_last_lr()[0],
+                   peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        if torch.cuda.is_available():
+            row["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        return row, batch
+
+    @staticmethod
+    def _batch_stats(batch: Batch) -> dict:
+        lengths = batch.completion_mask.sum(-1)
+        out = {"completion_len": float(lengths.float().mean()), "n_seqs": float(len(batch))}
+        d = batch.data
+        if "rewards" in d:
+            out.update(reward_mean=float(d["rewards"].mean()), reward_std=float(d["rewards"].std()) if len(batch) > 1 else 0.0)
+        if "correct" in d:
+            out["accuracy"] = float(d["correct"].mean())
+        if "truncated" in d:
+            out["truncated_frac"] = float(d["truncated"].mean())
+        return out
+
+    def _mean_over_processes(self, row: dict) -> dict:
+        if self.acc.num_processes == 1:
+            return row
+        keys = sorted(row)
+        vals = torch.tensor([float(row[k]) for k in keys], dtype=torch.float64, device=self.acc.device)
+        vals = self.acc.reduce(vals, "mean")
+        return dict(zip(keys, vals.tolist()))
+
+    # -- evaluation ---------------------------------------------------------------------------------------------
+    def evaluate(self, step: int) -> dict:
+        rows = self.task.heldout.select(range(min(self.tcfg.eval_size, len(self.task.heldout))))
+        rows = [rows[i] for i in range(self.acc.process_index, len(rows), self.acc.num_processes)]
+        model = self.acc.unwrap_model(self.policy)
+        model.eval()
+        counts = evaluate(model, self.ctx.generator, self.task, rows)
+        keys = sorted(counts)
+        t = self.acc.reduce(torch.tensor([float(counts[k]) for k in keys], device=self.acc.device), "sum")
+        res = rates(dict(zip(keys, t.tolist())))
+        return {"step": step, **res, "gen_tokens": self.gen_tokens, "time_s": self.elapsed}
+
+    # -- the loop -------------------------------------------------------------------------------------------------
+    def fit(self) -> dict:
+        self.logger.write_config({"method": self.method.name, "models": self.models_held, **self.cfg.to_dict()})
+        steps = self.tcfg.steps
+        last_eval = self.evaluate(0)
+        self.logger.log(last_eval)
+        bar = tqdm(range(steps), desc=self.method.name, disable=not self.show_progress, leave=False)
+        for step in bar:
+            try:
+                row, batch = self.train_step(step)
+            except FloatingPointError:
+                raise UserError(f"method '{self.method.name}' produced a non-finite loss at step {step}: "
+                                "lower the learning rate or check the rewards") from None
+            self.logger.log(row)
+            if self.tcfg.sample_every and step % self.tcfg.sample_every == 0:
+                self.logger.samples(step, self._sample_rows(batch))
+            done = step + 1
+            if (self.tcfg.eval_every and done % self.tcfg.eval_every == 0) or done == steps:
+                last_eval = self.evaluate(done)
+                self.logger.log(last_eval)
+            post = {"acc": f"{last_eval['eval_accuracy']:.2f}"}
+            if "reward_mean" in row:
+                post["reward"] = f"{row['reward_mean']:.2f}"
+            bar.set_postfix(post)
+        self.logger.close()
+        return {"final_accuracy": last_eval["eval_accuracy"], "time_s": self.elapsed, "gen_tokens": self.gen_tokens,
+                "steps": steps}
+
+    def _sample_rows(self, batch: Batch) -> list[dict]:
+        out = []
+        for i in range(min(self.tcfg.log_samples, len(batch))):
+            t = batch.texts[i] if batch.texts else {}
+            r = {"prompt": t.get("prompt"), "completion": t.get("completion"), "answer": t.get("answer")}
+            if "rewards" in batch.data:
+                r["reward"] = float(batch.data["rewards"][i])
+            out.append(r)
+        return out

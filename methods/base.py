@@ -1,0 +1,138 @@
+"""The method API: a data source and a gradient coefficient, nothing else.
+
+A method is a small class with one uniform signature (the engine calls every method the same way):
+
+    collect(step)              -> Batch    where the data comes from (demonstrations, live samples, pairs, ...)
+    prepare(batch)             -> None     once per collected batch, no grad: advantages, values, filters
+    coefficients(batch, logp)  -> GC       [N, T] per-token gradient coefficient; its docstring is the formula
+
+The engine owns everything else: log-probs, the loss -aggregate(GC·log π), optimisers, accumulation, processes,
+metrics and the run folder. A method may own auxiliary trainable models (PPO's critic) by returning them from
+`auxiliary_models()` and their loss from `auxiliary_loss(batch, norm)`; the engine builds and steps their
+optimisers. Measurements a method wants logged go through `self.record(name=value)`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+
+from gcframe.batch import Batch
+from gcframe.engine import Normaliser, check_aggregation
+from gcframe.errors import UserError
+
+if TYPE_CHECKING:
+    from gcframe.trainer import Context
+
+REGISTRY: dict[str, type["Method"]] = {}
+
+
+def register(name: str):
+    """Class decorator: make a method available under `name` (for --methods and configs)."""
+
+    def deco(cls):
+        if name in REGISTRY and REGISTRY[name] is not cls:
+            raise ValueError(f"method name '{name}' registered twice")
+        cls.name = name
+        REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+def get_method(name: str) -> type["Method"]:
+    if name not in REGISTRY:
+        raise UserError(f"unknown method '{name}': known methods are {', '.join(REGISTRY)} "
+                        "(see --list-methods)")
+    return REGISTRY[name]
+
+
+@dataclass
+class MethodConfig:
+    """Hyperparameters every method has. Subclass it to add a method's own (one docstring per field)."""
+
+    aggregation: str = "token-mean"
+    """How per-token terms are normalised: token-mean, seq-mean-token-mean, seq-mean-token-sum,
+    seq-mean-token-sum-norm (gcframe.engine)."""
+
+    def validate(self) -> None:
+        check_aggregation(self.aggregation)
+
+    @classmethod
+    def from_dict(cls, values: dict, method: str) -> "MethodConfig":
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise UserError(f"unknown option(s) {', '.join(unknown)} for method '{method}': "
+                            f"known options are {', '.join(known)}")
+        cfg = cls()
+        for key, value in values.items():
+            default = getattr(cfg, key)
+            setattr(cfg, key, _coerce(value, default, f"methods.{method}.{key}"))
+        cfg.validate()
+        return cfg
+
+
+def _coerce(value, default, where: str):
+    """Check a YAML value against the type of its default (ints are accepted where floats are)."""
+    if default is None or value is None:
+        return value
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+    elif isinstance(default, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    elif isinstance(value, type(default)) and not isinstance(value, bool):
+        return value
+    raise UserError(f"{where} must be a {type(default).__name__}, got {value!r}")
+
+
+class Method:
+    """Base class. Subclasses set `Config`, implement `collect` and `coefficients`, and `@register` a name."""
+
+    name: ClassVar[str] = "base"
+    Config: ClassVar[type[MethodConfig]] = MethodConfig
+    uses_reference: ClassVar[bool] = False
+    """True: the engine fills batch.data['ref_logp'] [N, T] under the frozen reference π_ref once per batch."""
+    needs_groups: ClassVar[bool] = False
+    """True: the method compares completions of one prompt and needs group_size >= 2."""
+
+    def __init__(self, cfg: MethodConfig, ctx: "Context"):
+        self.cfg = cfg
+        self.ctx = ctx
+        self.stats: dict[str, list[float]] = {}
+
+    # -- the API ---------------------------------------------------------------------------------------
+    def collect(self, step: int) -> Batch:
+        raise NotImplementedError
+
+    def prepare(self, batch: Batch) -> None:
+        """Once per collected batch, under no_grad. Default: nothing."""
+
+    def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def auxiliary_models(self) -> dict[str, torch.nn.Module]:
+        return {}
+
+    def auxiliary_loss(self, batch: Batch, norm: Normaliser) -> torch.Tensor | None:
+        return None
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def record(self, **values: float | torch.Tensor) -> None:
+        """Note measurements (averaged over the step's micro-batches by the engine)."""
+        for k, v in values.items():
+            self.stats.setdefault(k, []).append(float(v))
+
+    def pop_stats(self) -> dict[str, float]:
+        out = {k: sum(v) / len(v) for k, v in self.stats.items() if v}
+        self.stats = {}
+        return out
+
+    @staticmethod
+    def old_logp(batch: Batch, logp: torch.Tensor) -> torch.Tensor:
+        """log π_old [N, T]: stored by the engine when the batch is reused (μ > 1 or several minibatches);
+        otherwise the policy has not moved since sampling and π_old = π_θ (detached)."""
+        old = batch.data.get("old_logp")
+        return logp.detach() if old is None else old
