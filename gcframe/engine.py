@@ -91,7 +91,8 @@ def token_logprobs(model, batch: Batch, temperature: float = 1.0, with_entropy: 
     attn = batch.attention_mask  # [N, P+T]
     out = model(input_ids=batch.input_ids, attention_mask=attn, position_ids=position_ids(attn),
                 logits_to_keep=T + 1, use_cache=False)
-    logits = out.logits[:, :-1].float() / temperature  # [N, T, V]
+    logits = out.logits[:, :-1]  # [N, T, V]
+    logits = (logits if logits.dtype == torch.float64 else logits.float()) / temperature
     logp = logits.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)  # [N, T]
     logp = logp * batch.completion_mask  # padding contributes exactly 0
     if not with_entropy:

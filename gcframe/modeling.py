@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers.utils import logging as hf_logging
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
@@ -24,6 +25,8 @@ from transformers import (
 )
 
 from gcframe.errors import UserError
+
+hf_logging.disable_progress_bar()  # no "Loading weights" bars between our own progress bars
 
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]  # ids 0, 1, 2, 3
 DEFAULT_CHARS = "".join(c for c in string.printable if c not in "\t\r\x0b\x0c")  # 96 chars, incl. "\n" and " "

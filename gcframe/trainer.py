@@ -38,8 +38,10 @@ class Context:
     Frozen models are loaded lazily from the SFT base directory, so a run holds only what its method needs.
     """
 
-    def __init__(self, cfg: RunConfig, task, tok, policy, base_dir, accelerator: Accelerator):
+    def __init__(self, cfg: RunConfig, task, tok, policy, base_dir, accelerator: Accelerator,
+                 dtype: torch.dtype = torch.float32):
         self.cfg, self.task, self.tok, self.base_dir, self.acc = cfg, task, tok, base_dir, accelerator
+        self.dtype = dtype  # of the frozen copies (float64 in gcframe.verify)
         self.policy = policy  # the model being trained (unwrapped)
         self.rank, self.world = accelerator.process_index, accelerator.num_processes
         self.generator = Generator(tok, GenerationConfig(cfg.train.max_new_tokens, cfg.train.temperature))
@@ -92,7 +94,7 @@ class Context:
         if name not in self._frozen:
             from gcframe.modeling import load_model_and_tokenizer
 
-            model, _ = load_model_and_tokenizer(str(self.base_dir))
+            model, _ = load_model_and_tokenizer(str(self.base_dir), dtype=self.dtype)
             model.to(self.device).eval().requires_grad_(False)
             self._frozen[name] = model
         return self._frozen[name]
@@ -110,14 +112,15 @@ class Trainer:
     """Runs one method from the SFT base for cfg.train.steps steps, logging into `run_dir`."""
 
     def __init__(self, cfg: RunConfig, method_name: str, run_dir, base_dir, task, accelerator=None,
-                 policy=None, tok=None, reward_model=None, show_progress: bool = True):
+                 policy=None, tok=None, reward_model=None, show_progress: bool = True,
+                 dtype: torch.dtype = torch.float32):
         from gcframe.modeling import load_model_and_tokenizer
 
         self.cfg, self.tcfg = cfg, cfg.train
         self.acc = accelerator or Accelerator()
         torch.manual_seed(cfg.seed)
         if policy is None:
-            policy, tok = load_model_and_tokenizer(str(base_dir))
+            policy, tok = load_model_and_tokenizer(str(base_dir), dtype=dtype)
         self.tok, self.task = tok, task
         method_cls = get_method(method_name)
         mcfg = method_cls.Config.from_dict(cfg.methods.get(method_name, {}), method_name)
@@ -125,7 +128,7 @@ class Trainer:
             raise UserError(f"method '{method_name}' compares completions of one prompt: "
                             f"train.group_size must be >= 2, got {self.tcfg.group_size}")
         policy.to(self.acc.device)
-        self.ctx = Context(cfg, task, tok, policy, base_dir, self.acc)
+        self.ctx = Context(cfg, task, tok, policy, base_dir, self.acc, dtype)
         self.ctx.reward_model = reward_model
         self.method = method_cls(mcfg, self.ctx)
         self.aggregation = mcfg.aggregation

@@ -1,0 +1,136 @@
+"""PPO with a learned critic: the actor-critic baseline that GRPO replaces by a group mean (seed, "The Second Model").
+
+Data: B·G on-policy samples per step, one completion per prompt (no groups: the critic is the baseline).
+Per-token reward (InstructGPT placement, Ouyang et al. 2022 eq. 2: the KL to π_ref is folded into the reward):
+
+    r_t = −β (log π_old(o_t) − log π_ref(o_t))  +  1[t = |o|−1] · r(q, o)         [N, T]
+
+Advantages by GAE(γ, λ) on the critic's values V_ψ(s_t), s_t = (q, o_<t); the critic (a copy of the SFT base with
+a scalar head, the policy's size) regresses on the returns with a clipped value loss. The policy loss is the
+clipped surrogate L^CLIP (Schulman et al. 2017, eq. 7) with no KL term in it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gcframe.advantages import gae, whiten
+from gcframe.batch import Batch
+from gcframe.engine import Normaliser, aggregate, token_logprobs
+from gcframe.kl import k1, k3
+from gcframe.modeling import ScalarHeadModel
+from methods.base import Method, MethodConfig, register
+
+
+@dataclass
+class PPOConfig(MethodConfig):
+    gamma: float = 1.0
+    """γ: discount over completion tokens (1 = undiscounted; the reward is terminal)."""
+    lam: float = 0.95
+    """λ: GAE trade-off between the critic's bootstrap (λ=0, low variance) and Monte Carlo returns (λ=1)."""
+    clip_eps: float = 0.2
+    """ε: the policy ratio π_θ/π_old is clipped to [1−ε, 1+ε] in the surrogate."""
+    vf_clip: float = 0.2
+    """ε_v: the new value may move at most ε_v from V_old before the clipped value loss takes over (0 = no clip)."""
+    vf_coef: float = 0.5
+    """Weight of the value loss. The critic has its own AdamW, so this mostly scales its grad-clip threshold."""
+    beta: float = 0.05
+    """β: weight of the per-token KL penalty −β·log(π_old/π_ref) folded into the reward."""
+    critic_lr: float = 1e-4
+    """AdamW learning rate of the critic (the engine builds and steps its optimiser)."""
+    whiten: bool = True
+    """Whiten the advantages over the batch's tokens (mean 0, std 1) before the policy update."""
+
+    def validate(self) -> None:
+        super().validate()
+        for name in ("gamma", "lam"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                from gcframe.errors import UserError
+
+                raise UserError(f"methods.ppo.{name} must be in [0, 1], got {getattr(self, name)}")
+
+
+@register("ppo")
+class PPO(Method):
+    Config = PPOConfig
+    uses_reference = True
+
+    def __init__(self, cfg: PPOConfig, ctx):
+        super().__init__(cfg, ctx)
+        # V_ψ starts as the SFT base's backbone + a zero scalar head (ctx.policy is the SFT base at this point).
+        lm = ctx.policy
+        self.critic = ScalarHeadModel.from_causal_lm(lm).to(next(lm.parameters()).dtype)
+
+    def auxiliary_models(self) -> dict[str, torch.nn.Module]:
+        return {"critic": self.critic}  # the Trainer replaces self.critic by its prepared (maybe DDP) module
+
+    def collect(self, step: int) -> Batch:
+        t = self.ctx.cfg.train
+        return self.ctx.rollout(t.prompts_per_step * t.group_size, 1)
+
+    def values(self, batch: Batch) -> torch.Tensor:
+        """V_ψ(s_t) for every completion token t -> [N, T]: the critic's output at the position that predicts
+        o_t, i.e. positions P−1 .. P+T−2 of the full sequence (the same alignment as token_logprobs)."""
+        P, T = batch.prompt_ids.shape[1], batch.completion_ids.shape[1]
+        v = self.critic(batch.input_ids, batch.attention_mask)  # [N, P+T]
+        return v[:, P - 1:P + T - 1] * batch.completion_mask  # [N, T]
+
+    @torch.no_grad()
+    def prepare(self, batch: Batch) -> None:
+        """Per-token rewards (KL folded in), V_old, GAE advantages and returns, once per collected batch."""
+        c, d, mask = self.cfg, batch.data, batch.completion_mask  # mask [N, T]
+        if "old_logp" not in d:
+            # μ = 1 and one minibatch: the engine stores no π_old since π_θ has not moved. The KL reward needs
+            # it now, so compute it (the forward the engine skipped) and store it; the ratio then uses it too.
+            d["old_logp"] = token_logprobs(self.ctx.policy, batch, self.ctx.cfg.train.temperature)
+        kl = k1(d["ref_logp"], d["old_logp"]) * mask  # log π_old − log π_ref  [N, T]
+        lengths = mask.sum(-1).long()  # |o_i| incl. <eos>  [N]
+        last = torch.nn.functional.one_hot((lengths - 1).clamp(min=0), mask.shape[1]).to(mask.dtype)
+        last = last * (lengths > 0).unsqueeze(-1)  # an empty completion gets no terminal reward slot
+        rewards = -c.beta * kl + d["rewards"].to(mask.dtype).unsqueeze(-1) * last  # [N, T]
+        values = self.values(batch)  # V_old(s_t)  [N, T]
+        adv, returns = gae(rewards, values, mask, c.gamma, c.lam)  # [N, T] each
+        n = mask.sum().clamp(min=1)
+        self.record(adv_mean=(adv * mask).sum() / n, adv_abs=(adv.abs() * mask).sum() / n,
+                    kl_reward=(kl.sum() / n), value_mean=(values * mask).sum() / n,
+                    explained_var=explained_variance(values, returns, mask))
+        d["advantages"] = whiten(adv, mask) if c.whiten else adv
+        d["returns"], d["values_old"] = returns, values
+
+    def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
+        """GC_t = A_t · r_t · 1[clip inactive],  r_t = π_θ(o_t)/π_old(o_t)   (Schulman et al. 2017, eq. 7).
+
+        ∇ min(r A, clip(r, 1−ε, 1+ε) A) = A·r·∇log π_θ where the unclipped term is the min, and 0 where the
+        clip bites: A > 0 and r > 1+ε, or A < 0 and r < 1−ε. No KL term: it is in the reward (prepare).
+        """
+        adv, mask = batch.data["advantages"], batch.completion_mask  # [N, T]
+        old = self.old_logp(batch, logp)  # [N, T]
+        ratio = (logp.detach() - old).exp()  # r_t [N, T]
+        eps = self.cfg.clip_eps
+        bites = ((adv > 0) & (ratio > 1 + eps)) | ((adv < 0) & (ratio < 1 - eps))  # [N, T] bool
+        n = mask.sum().clamp(min=1)
+        self.record(clip_frac=(bites.float() * mask).sum() / n,
+                    approx_kl_old=(k3(logp.detach(), old) * mask).sum() / n)  # k3 with ρ = r: KL(π_old‖π_θ)
+        return adv * ratio * (~bites).to(adv.dtype) * mask
+
+    def auxiliary_loss(self, batch: Batch, norm: Normaliser) -> torch.Tensor:
+        """vf_coef · token-mean ½·max((V − R)², (clip(V, V_old ± ε_v) − R)²) (the clipped value loss of PPO2)."""
+        d, mask, eps = batch.data, batch.completion_mask, self.cfg.vf_clip
+        v = self.values(batch)  # V_ψ(s_t) with grad  [N, T]
+        loss = (v - d["returns"]) ** 2  # [N, T]
+        if eps > 0:
+            v_clip = d["values_old"] + (v - d["values_old"]).clamp(-eps, eps)
+            loss = torch.maximum(loss, (v_clip - d["returns"]) ** 2)
+        vloss = aggregate(0.5 * loss, mask, "token-mean", norm)
+        self.record(value_loss=aggregate(0.5 * (v.detach() - d["returns"]) ** 2, mask, "token-mean"))
+        return self.cfg.vf_coef * vloss
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """1 − Var(R − V) / Var(R) over the masked tokens (1: perfect critic, 0: no better than a constant)."""
+    m = mask.bool()
+    r, v = returns[m], values[m]
+    if r.numel() < 2 or r.var() < 1e-12:
+        return torch.tensor(float("nan"))
+    return 1 - (r - v).var() / r.var()
