@@ -7,6 +7,7 @@ every seed) starts from the identical SFT base.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import os
@@ -14,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-from gcframe.config import RunConfig, TrainConfig
+from gcframe.config import RUNTIME_MODEL_OPTIONS, RunConfig, TrainConfig
 from gcframe.errors import UserError
 from gcframe.tasks import build_task
 
@@ -32,7 +33,8 @@ def resolve(cfg: RunConfig, task) -> RunConfig:
 
 
 def base_key(cfg: RunConfig) -> str:
-    blob = json.dumps({"task": cfg.to_dict()["task"], "model": cfg.to_dict()["model"],
+    model = {k: v for k, v in cfg.to_dict()["model"].items() if k not in RUNTIME_MODEL_OPTIONS}
+    blob = json.dumps({"task": cfg.to_dict()["task"], "model": model,
                        "sft_base": cfg.to_dict()["sft_base"], "version": 1}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -62,8 +64,9 @@ def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> t
     stage1 = copy.deepcopy(cfg)
     stage1.train = TrainConfig(steps=s.steps, lr=s.lr, prompts_per_step=s.batch_size, group_size=1,
                                warmup_steps=s.warmup_steps, max_new_tokens=cfg.train.max_new_tokens,
-                               eval_every=0, eval_size=cfg.train.eval_size, sample_every=0)
+                               eval_every=0, eval_size=cfg.train.eval_size, eval_k=0, sample_every=0)
     stage1.seed = cfg.task.seed
+    stage1.model = dataclasses.replace(cfg.model, bf16=False, gradient_checkpointing=False, lora_rank=0)
     tmp = d.with_name(d.name + f".tmp{os.getpid()}")
     t0 = time.time()
     trainer = Trainer(stage1, "sft", tmp / "log", None, task, accelerator, policy=model, tok=tok,
@@ -74,9 +77,10 @@ def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> t
     if accelerator.is_main_process:
         save_model_and_tokenizer(accelerator.unwrap_model(trainer.policy), tok, tmp)
         (tmp / "base_info.json").write_text(json.dumps(info, indent=1))
-        if d.exists():
-            shutil.rmtree(d)
-        os.replace(tmp, d)  # atomic: a crash never leaves a half-written base
+        try:
+            os.replace(tmp, d)  # atomic: a crash never leaves a half-written base
+        except OSError:  # another run finished the same base first: keep theirs
+            shutil.rmtree(tmp, ignore_errors=True)
     accelerator.wait_for_everyone()
     return d, info
 

@@ -1,0 +1,151 @@
+"""The weighted-MLE engine: aggregation modes by hand, SFT = transformers' cross-entropy, split invariance."""
+import math
+
+import pytest
+import torch
+
+from gcframe.batch import Batch
+from gcframe.engine import AGGREGATIONS, Normaliser, aggregate, token_logprobs, weighted_mle_loss
+from gcframe.errors import UserError
+from gcframe.modeling import ModelConfig, build_char_tokenizer, build_tiny_llama
+from gcframe.sampling import make_batch
+
+# Two sequences: o_1 has 2 tokens, o_2 has 4 (T = 4).
+VALUES = torch.tensor([[1.0, 2.0, 9.0, 9.0],
+                       [3.0, 4.0, 5.0, 6.0]])
+MASK = torch.tensor([[1.0, 1.0, 0.0, 0.0],
+                     [1.0, 1.0, 1.0, 1.0]])
+
+
+@pytest.mark.parametrize("mode, expected", [
+    # token-mean: (1+2+3+4+5+6) / 6 tokens = 21/6 = 3.5
+    ("token-mean", 21 / 6),
+    # seq-mean-token-mean: ((1+2)/2 + (3+4+5+6)/4) / 2 = (1.5 + 4.5) / 2 = 3.0
+    ("seq-mean-token-mean", 3.0),
+    # seq-mean-token-sum: ((1+2) + (3+4+5+6)) / 2 = (3 + 18) / 2 = 10.5
+    ("seq-mean-token-sum", 10.5),
+    # seq-mean-token-sum-norm with L_max = 4: (3 + 18) / (2 · 4) = 2.625
+    ("seq-mean-token-sum-norm", 21 / 8),
+])
+def test_aggregation_by_hand(mode, expected):
+    assert aggregate(VALUES, MASK, mode) == pytest.approx(expected, abs=1e-6)
+
+
+def test_sum_norm_uses_the_fixed_max_length():
+    # L_max = 10 instead of the tensor width 4: (3 + 18) / (2 · 10) = 1.05
+    assert aggregate(VALUES, MASK, "seq-mean-token-sum-norm", Normaliser(2, 6, 10)) == pytest.approx(1.05)
+
+
+def test_padding_never_counts():
+    # the 9s sit on padding of o_1: changing them changes nothing in any mode
+    other = VALUES.clone()
+    other[0, 2:] = -1000.0
+    for mode in AGGREGATIONS:
+        assert aggregate(other, MASK, mode) == aggregate(VALUES, MASK, mode)
+
+
+def test_unknown_aggregation_lists_the_known_ones():
+    with pytest.raises(UserError, match="token-mean"):
+        aggregate(VALUES, MASK, "mean-of-everything")
+
+
+def test_loss_gradient_is_gc_weighted_logp():
+    # d/dlogp of -aggregate(GC·logp) under token-mean is -GC·mask/6
+    logp = torch.zeros(2, 4, requires_grad=True)
+    gc = torch.tensor([[2.0, -1.0, 5.0, 5.0], [1.0, 0.0, 3.0, 1.0]])
+    weighted_mle_loss(gc, logp, MASK, "token-mean").backward()
+    assert torch.allclose(logp.grad, -gc * MASK / 6)
+
+
+def test_gc_is_detached():
+    # a GC that depends on logp must not leak its own gradient into the loss
+    logp = torch.randn(2, 4, requires_grad=True)
+    weighted_mle_loss(logp * 3, logp, MASK, "token-mean").backward()
+    assert torch.allclose(logp.grad, -(3 * logp.detach()) * MASK / 6)
+
+
+# -- with a real model ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def model_and_tok():
+    tok = build_char_tokenizer()
+    model = build_tiny_llama(tok, ModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64), seed=0)
+    return model.double(), tok
+
+
+@pytest.fixture(scope="module")
+def batch(model_and_tok):
+    _, tok = model_and_tok
+    prompts = ["1+2=", "12+34=", "5+5=", "99+1=", "7+80=", "3+4="]
+    completions = ["3", "46", "10", "100", "87", ""]  # the last one is empty: only <eos> is trained
+    return make_batch(tok, prompts, completions, group_ids=[0, 0, 1, 1, 2, 2])
+
+
+def _grads(model):
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None])
+
+
+def test_sft_gradient_equals_transformers_cross_entropy(model_and_tok, batch):
+    model, tok = model_and_tok
+    model.zero_grad()
+    logp = token_logprobs(model, batch)
+    weighted_mle_loss(torch.ones_like(logp), logp, batch.completion_mask, "token-mean").backward()
+    ours = _grads(model).clone()
+
+    # transformers' own loss: labels -100 on the prompt and on padding, the model shifts internally
+    model.zero_grad()
+    labels = torch.cat([torch.full_like(batch.prompt_ids, -100),
+                        batch.completion_ids.masked_fill(batch.completion_mask == 0, -100)], dim=1)
+    attn = batch.attention_mask
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    model(input_ids=batch.input_ids, attention_mask=attn, position_ids=pos, labels=labels).loss.backward()
+    theirs = _grads(model)
+    # transformers up-casts logits to float32 inside its loss, so agreement is to float32 precision
+    assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-8)
+    assert not torch.allclose(2 * ours, theirs, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("mode", AGGREGATIONS)
+def test_accumulation_equals_full_batch(model_and_tok, batch, mode):
+    """One full batch vs the same batch in micro-batches with accumulation: the same gradient, every mode."""
+    model, _ = model_and_tok
+    gc = torch.linspace(-1, 2, batch.completion_ids.numel(), dtype=torch.float64).view_as(batch.completion_mask)
+    batch.data["gc"] = gc
+    norm = Normaliser.of(batch.completion_mask)
+
+    model.zero_grad()
+    logp = token_logprobs(model, batch)
+    weighted_mle_loss(gc, logp, batch.completion_mask, mode, norm).backward()
+    full = _grads(model).clone()
+
+    model.zero_grad()
+    for micro in batch.split(3):  # unequal lengths per micro-batch: the trap for per-micro normalisers
+        logp = token_logprobs(model, micro)
+        weighted_mle_loss(micro.data["gc"], logp, micro.completion_mask, mode, norm).backward()
+    accumulated = _grads(model)
+    assert torch.allclose(full, accumulated, rtol=1e-9, atol=1e-12)
+
+    # and the naive per-micro-batch normaliser really differs (the bug this guards against), except where a
+    # mode's counts happen to be split-proof
+    model.zero_grad()
+    for micro in batch.split(3):
+        logp = token_logprobs(model, micro)
+        (weighted_mle_loss(micro.data["gc"], logp, micro.completion_mask, mode) / 3).backward()
+    if mode == "token-mean":
+        assert not torch.allclose(full, _grads(model), rtol=1e-6)
+
+
+def test_logprobs_ignore_left_padding(model_and_tok):
+    """A prompt's log-probs do not depend on how much left padding its batch-mates force on it."""
+    model, tok = model_and_tok
+    alone = make_batch(tok, ["1+2="], ["3"])
+    padded = make_batch(tok, ["1+2=", "123+456+7="], ["3", "586"])
+    a = token_logprobs(model, alone)[0, :2]
+    b = token_logprobs(model, padded)[0, :2]
+    assert torch.allclose(a, b, atol=1e-10)
+
+
+def test_split_keeps_groups_whole(batch):
+    for part in batch.split(2, torch.Generator().manual_seed(0)):
+        for g in part.group_ids.unique():
+            assert int((part.group_ids == g).sum()) == int((batch.group_ids == g).sum())
+    assert sum(len(p) for p in batch.split(2)) == len(batch)
