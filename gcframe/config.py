@@ -28,6 +28,16 @@ class ModelSection(ModelConfig):
     path: str | None = None
     """A local Hugging Face causal-LM directory or hub name to start from; None builds the tiny Llama and
     trains it on the task's demonstrations (pipeline stage 1, the SFT base)."""
+    bf16: bool = False
+    """Run forward passes (sampling, log-probs) under bfloat16 autocast; weights and optimiser stay float32."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, ~30% more compute) for the trained policy."""
+    lora_rank: int = 0
+    """Train low-rank adapters of this rank on every linear layer (needs `pip install peft`); π_ref is then the
+    base with the adapter disabled, not a second copy of the weights. 0 = train all weights."""
+
+
+RUNTIME_MODEL_OPTIONS = ("bf16", "gradient_checkpointing", "lora_rank")  # how stage 2 computes, not which base
 
 
 @dataclass
@@ -72,6 +82,9 @@ class TrainConfig:
     """Evaluate held-out greedy accuracy every this many steps (and at the start and end)."""
     eval_size: int = 500
     """Held-out problems evaluated."""
+    eval_k: int = 8
+    """k samples per held-out problem at the start and end of a run, for pass@1, pass@k, maj@k, the KL to π_ref
+    and (train.reward = reward_model) the proxy reward r_φ; 0 = greedy accuracy only."""
     log_samples: int = 4
     """Completions written to samples.jsonl per logging step."""
     sample_every: int = 25
@@ -80,6 +93,39 @@ class TrainConfig:
     """Where RL rewards come from: verifier (gold outcome), reward_model (learned r_φ), process (step verifier)."""
     ref_refresh_every: int = 0
     """Copy the policy into π_ref every K steps (0 = a reference frozen at the SFT base for the whole run)."""
+    checkpoint_every: int = 50
+    """Write a resumable checkpoint (models, optimisers, RNG states, data order) into the run folder every this
+    many steps; `compare.py --resume OUT` continues from the latest. 0 = no checkpoints."""
+
+
+@dataclass
+class RewardModelConfig:
+    """The Bradley–Terry reward model r_φ and the preference data it (and DPO) trains on (gcframe.reward_model)."""
+
+    steps: int = 300
+    """AdamW steps of reward-model training on the preference pairs."""
+    lr: float = 1e-4
+    """AdamW learning rate of the reward model (backbone and scalar head)."""
+    batch_size: int = 64
+    """Preference pairs per reward-model step."""
+    pairs: int = 2000
+    """Training preference pairs (q, o_w, o_l) built from SFT-base samples, at most one per prompt."""
+    heldout_pairs: int = 256
+    """Pairs from a disjoint set of prompts, for the held-out pairwise accuracy."""
+    label_noise: float = 0.0
+    """Probability that the simulated annotator swaps the preferred and the rejected completion of a pair."""
+    samples_per_prompt: int = 8
+    """k: completions sampled per prompt from the SFT base; a prompt gives a pair if one is right, one wrong."""
+
+    def validate(self) -> None:
+        if not 0.0 <= self.label_noise <= 1.0:
+            raise UserError(f"reward_model.label_noise must be in [0, 1], got {self.label_noise}; it is a probability")
+        for key in ("pairs", "heldout_pairs"):
+            if getattr(self, key) < 1:
+                raise UserError(f"reward_model.{key} must be >= 1, got {getattr(self, key)}")
+        if self.samples_per_prompt < 2:
+            raise UserError(f"reward_model.samples_per_prompt must be >= 2 (a pair needs two completions), "
+                            f"got {self.samples_per_prompt}")
 
 
 @dataclass
@@ -90,6 +136,7 @@ class RunConfig:
     model: ModelSection = field(default_factory=ModelSection)
     sft_base: SFTBaseConfig = field(default_factory=SFTBaseConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
     methods: dict = field(default_factory=dict)
     """Per-method options, `methods.<name>.<option>`, checked against the method's Config."""
 
@@ -100,7 +147,8 @@ class RunConfig:
 POSITIVE = {"steps", "lr", "prompts_per_step", "group_size", "epochs", "minibatches", "batch_size",
             "eval_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_positions"}
 NON_NEGATIVE = {"max_new_tokens", "micro_batch_size", "grad_clip", "weight_decay", "eval_every",
-                "log_samples", "sample_every", "ref_refresh_every", "warmup_steps"}
+                "log_samples", "sample_every", "ref_refresh_every", "warmup_steps", "eval_k",
+                "checkpoint_every", "lora_rank"}
 
 
 def _section(cls, values, name: str):
@@ -162,8 +210,12 @@ def from_dict(raw: dict) -> RunConfig:
         model=_section(ModelSection, raw.get("model"), "model"),
         sft_base=_section(SFTBaseConfig, raw.get("sft_base"), "sft_base"),
         train=_section(TrainConfig, raw.get("train"), "train"),
+        reward_model=_section(RewardModelConfig, raw.get("reward_model"), "reward_model"),
         methods=methods,
     )
+    if cfg.model.lora_rank and cfg.train.ref_refresh_every:
+        raise UserError("train.ref_refresh_every needs a separate copy of π_ref, but with model.lora_rank > 0 π_ref is "
+                        "the base with the adapter off: set one of them to 0")
     if cfg.train.reward not in ("verifier", "reward_model", "process"):
         raise UserError(f"train.reward must be verifier, reward_model or process, got '{cfg.train.reward}'")
     return cfg
@@ -176,9 +228,14 @@ def load_yaml(path: str | Path) -> dict:
                         "(see experiments/configs/)")
     try:
         data = yaml.safe_load(p.read_text())
+    except OSError as e:
+        raise UserError(f"config file '{path}' cannot be read ({type(e).__name__}): check its permissions") from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise UserError(f"config file '{path}' is not valid YAML ({first}): fix the syntax") from None
+    if data is not None and not isinstance(data, dict):
+        raise UserError(f"config file '{path}' must be a YAML mapping of sections (task:, train:, ...), "
+                        f"got a {type(data).__name__}")
     return data or {}
 
 

@@ -9,6 +9,7 @@ import copy
 import os
 import re
 import string
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -207,6 +208,54 @@ class ScalarHeadModel(nn.Module):
         model = cls(backbone, backbone.config.hidden_size)
         model.head.load_state_dict(torch.load(head_file, map_location="cpu", weights_only=True))
         return model
+
+
+# -----------------------------------------------------------------------------
+# bigger models: gradient checkpointing and LoRA (stage 2 only; `model.*` options of the run config)
+
+
+def prepare_policy(model, gradient_checkpointing: bool = False, lora_rank: int = 0):
+    """The policy as stage 2 trains it: activations recomputed in backward, and/or LoRA adapters of `lora_rank`."""
+    if gradient_checkpointing:  # non-reentrant: works under DDP and with frozen (LoRA) inputs
+        enable = getattr(model, "activation_checkpointing_enable", None)  # the transformers >= 5.x name
+        if enable is not None:
+            enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if lora_rank:
+        try:
+            from peft import LoraConfig, get_peft_model
+        except ImportError:
+            raise UserError("model.lora_rank > 0 needs the peft package: pip install peft") from None
+        cfg = LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0, target_modules="all-linear")
+        with warnings.catch_warnings():  # peft asks transformers' deprecated is_gradient_checkpointing
+            warnings.simplefilter("ignore", FutureWarning)
+            model = get_peft_model(model, cfg)  # base weights frozen, adapters trainable
+    return model
+
+
+class AdapterDisabled(nn.Module):
+    """A frozen view of a LoRA policy's base: the same weights with the adapter switched off (no second copy).
+
+    The policy is held outside the module tree, so .to()/.eval()/.requires_grad_() on the view never reach it.
+    """
+
+    def __init__(self, peft_model):
+        super().__init__()
+        self._policy = [peft_model]
+
+    def parameters(self, recurse: bool = True):  # the sampler asks for the device
+        return self._policy[0].parameters(recurse)
+
+    @torch.no_grad()
+    def forward(self, *args, **kwargs):
+        with self._policy[0].disable_adapter():
+            return self._policy[0](*args, **kwargs)
+
+    @torch.no_grad()
+    def generate(self, *args, **kwargs):
+        with self._policy[0].disable_adapter():
+            return self._policy[0].generate(*args, **kwargs)
 
 
 # -----------------------------------------------------------------------------

@@ -1,0 +1,200 @@
+"""Resumable checkpoints: everything the next training step depends on, written every `train.checkpoint_every` steps.
+
+    RUN/checkpoints/step-000050/state.pt          (main process) policy, auxiliary models (PPO's critic), their
+                                                  optimisers, the LR scheduler, π_ref when it is refreshed, the
+                                                  method's own state (if it has `state_dict`), the data order
+                                                  (Context._orders and its generator), the minibatch-shuffle
+                                                  generator, step, gen_tokens, elapsed time, the last evaluation
+    RUN/checkpoints/step-000050/rng-rank{r}.pt    (every process) torch, CUDA, python and numpy RNG states
+
+With these restored, a resumed run on CPU logs exactly the metrics of an uninterrupted run (timing columns aside).
+
+Crash safety: a checkpoint is written into `step-NNNNNN.tmp/` and renamed to `step-NNNNNN/` only when complete (a
+rename is atomic), then older checkpoints are deleted. `latest` ignores `*.tmp`, so a crash at any moment leaves
+the last complete checkpoint as the latest. Resuming truncates metrics.jsonl and samples.jsonl to the rows logged
+up to the checkpoint's step, so no row is duplicated (a torn last line goes with them).
+
+The states are full (unsharded) state dicts: one process or DDP. Under FSDP or DeepSpeed set checkpoint_every: 0.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+from accelerate.utils import DistributedType
+
+from gcframe.errors import UserError
+
+SUBDIR = "checkpoints"
+
+
+def latest(run_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint folder of a run, or None."""
+    root = Path(run_dir) / SUBDIR
+    done = sorted(p for p in root.glob("step-*") if p.is_dir() and not p.name.endswith(".tmp")) if root.is_dir() else []
+    return done[-1] if done else None
+
+
+def finished(run_dir: str | Path, steps: int) -> dict | None:
+    """The result of a run that logged its final evaluation (`Trainer.fit`'s summary), or None."""
+    from gcframe.runlog import read_jsonl
+
+    path = Path(run_dir) / "metrics.jsonl"
+    rows = read_jsonl(path) if path.exists() else []
+    final = [r for r in rows if "eval_accuracy" in r and r.get("step") == steps]
+    if not final:
+        return None
+    r = final[-1]
+    return {"final_accuracy": r["eval_accuracy"], "time_s": r["time_s"], "gen_tokens": r["gen_tokens"], "steps": steps}
+
+
+def check_supported(trainer) -> None:
+    """Checkpoints hold full state dicts; sharded optimisers (FSDP, DeepSpeed) are not gathered."""
+    sharded = trainer.acc.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED)
+    if sharded and trainer.tcfg.checkpoint_every:
+        raise UserError(f"train.checkpoint_every is {trainer.tcfg.checkpoint_every} but resumable checkpoints "
+                        "support one process or DDP only: set train.checkpoint_every: 0 under FSDP/DeepSpeed")
+
+
+# -- save ------------------------------------------------------------------------------------------------------
+def save(trainer, step: int, last_eval: dict) -> Path:
+    """Write the checkpoint after `step` completed steps (every process must call it)."""
+    acc = trainer.acc
+    final = Path(trainer.logger.dir) / SUBDIR / f"step-{step:06d}"
+    tmp = final.with_name(final.name + ".tmp")
+    if acc.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)  # left by a crash mid-write
+        tmp.mkdir(parents=True)
+    acc.wait_for_everyone()
+    _write(_rng_state(), tmp / f"rng-rank{acc.process_index}.pt")
+    if acc.is_main_process:
+        _write(_train_state(trainer, step, last_eval), tmp / "state.pt")
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        os.replace(tmp, final)  # atomic: the new checkpoint appears complete or not at all
+        for old in final.parent.glob("step-*"):
+            if old != final:
+                shutil.rmtree(old, ignore_errors=True)
+    acc.wait_for_everyone()
+    return final
+
+
+def _write(obj, path: Path) -> None:
+    with open(path, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())  # on disk before the rename makes it the latest
+
+
+def _rng_state() -> dict:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _train_state(trainer, step: int, last_eval: dict) -> dict:
+    acc, ctx = trainer.acc, trainer.ctx
+    state = {
+        "step": step, "world": acc.num_processes, "gen_tokens": trainer.gen_tokens, "elapsed": trainer.elapsed,
+        "last_eval": last_eval,
+        "policy": acc.get_state_dict(trainer.policy),
+        "optimizer": trainer.opt.state_dict(), "scheduler": trainer.sched.state_dict(),
+        "aux_models": [acc.get_state_dict(m) for m in trainer.aux_models],
+        "aux_optimizers": [o.state_dict() for o in trainer.aux_opts],
+        "orders": ctx._orders, "data_rng": ctx.rng.get_state(), "minibatch_rng": trainer.mb_gen.get_state(),
+    }
+    if trainer.tcfg.ref_refresh_every and "reference" in ctx._frozen:
+        state["reference"] = ctx.reference.state_dict()
+    if hasattr(trainer.method, "state_dict"):
+        state["method"] = trainer.method.state_dict()
+    return state
+
+
+# -- restore ---------------------------------------------------------------------------------------------------
+def restore(trainer) -> tuple[int, dict | None]:
+    """Load the latest checkpoint of the trainer's run folder into it -> (next step, last evaluation row).
+
+    Without a checkpoint the run starts over: (0, None), and rows a killed run logged are dropped.
+    """
+    acc, ctx = trainer.acc, trainer.ctx
+    run_dir = Path(trainer.logger.dir)
+    ckpt = latest(run_dir)
+    if ckpt is None:
+        if acc.is_main_process:
+            truncate_logs(run_dir, None)
+        acc.wait_for_everyone()
+        return 0, None
+    # our own files: weights_only=False admits the python/numpy RNG states
+    state = torch.load(ckpt / "state.pt", map_location="cpu", weights_only=False)
+    if state["world"] != acc.num_processes:
+        raise UserError(f"checkpoint {ckpt} was written by {state['world']} processes: resume it with "
+                        f"{state['world']} (got {acc.num_processes})")
+    rng_file = ckpt / f"rng-rank{acc.process_index}.pt"
+    rng = torch.load(rng_file, map_location="cpu", weights_only=False)
+
+    acc.unwrap_model(trainer.policy).load_state_dict(state["policy"])
+    trainer.opt.load_state_dict(state["optimizer"])
+    trainer.sched.load_state_dict(state["scheduler"])
+    for m, sd in zip(trainer.aux_models, state["aux_models"]):
+        acc.unwrap_model(m).load_state_dict(sd)
+    for o, sd in zip(trainer.aux_opts, state["aux_optimizers"]):
+        o.load_state_dict(sd)
+    if "reference" in state:
+        ctx.reference.load_state_dict(state["reference"])
+    if "method" in state:
+        trainer.method.load_state_dict(state["method"])
+    ctx._orders = state["orders"]
+    ctx.rng.set_state(state["data_rng"])
+    trainer.mb_gen.set_state(state["minibatch_rng"])
+    trainer.gen_tokens, trainer.elapsed = state["gen_tokens"], state["elapsed"]
+    torch.set_rng_state(rng["torch"])  # last: nothing above may draw from the restored streams
+    random.setstate(rng["python"])
+    np.random.set_state(rng["numpy"])
+    if "cuda" in rng and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
+
+    if acc.is_main_process:
+        truncate_logs(run_dir, state["step"])
+    acc.wait_for_everyone()
+    return state["step"], state["last_eval"]
+
+
+def truncate_logs(run_dir: str | Path, step: int | None) -> None:
+    """Cut metrics.jsonl and samples.jsonl back to what was logged when `step` steps had completed (None: empty).
+
+    metrics.jsonl keeps training rows of steps < `step` and evaluation rows of steps <= `step`; samples.jsonl
+    keeps rows of steps < `step`. Rows are in step order, so the kept rows are a prefix; the file is cut in place
+    (the run logger's append-mode handle stays valid) at the first row to drop or the first unparsable line.
+    """
+    run_dir = Path(run_dir)
+
+    def metrics_row(row: dict) -> bool:
+        return (step is not None and row["step"] <= step) if "eval_accuracy" in row else samples_row(row)
+
+    def samples_row(row: dict) -> bool:
+        return step is not None and row["step"] < step
+
+    _truncate(run_dir / "metrics.jsonl", metrics_row)
+    _truncate(run_dir / "samples.jsonl", samples_row)
+
+
+def _truncate(path: Path, keep) -> None:
+    if not path.exists():
+        return
+    offset = 0
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                ok = keep(json.loads(line))
+            except (ValueError, TypeError, KeyError):  # JSONDecodeError is a ValueError
+                ok = False  # a torn line: a crash mid-write
+            if not ok or not line.endswith(b"\n"):
+                break
+            offset += len(line)
+    os.truncate(path, offset)

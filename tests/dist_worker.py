@@ -1,0 +1,100 @@
+"""Worker of tests/test_distributed.py: two training steps per configuration, in one process or several.
+
+    torchrun --standalone --nproc_per_node 2 tests/dist_worker.py BASE_DIR OUT.pt
+
+Completions come from `FixedSampler`, a deterministic stand-in for the sampler (a function of the prompt), so one
+process and two see the same global batch. Everything else is the real code: Context.draw's per-process prompt
+shards, the verifier's rewards, group advantages, the global loss normaliser (Trainer._global_norm), DDP's
+gradient averaging and the backward scale, clipping, AdamW and the warm-up schedule. Float64, so that the
+parameters of 1 and 2 processes agree to rounding.
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gcframe.config import from_dict  # noqa: E402
+from gcframe.engine import AGGREGATIONS  # noqa: E402
+from gcframe.sampling import make_batch  # noqa: E402
+
+TRAIN = {"steps": 2, "prompts_per_step": 4, "group_size": 4, "lr": 0.01, "warmup_steps": 3, "max_new_tokens": 8,
+         "eval_size": 4, "eval_k": 0, "checkpoint_every": 0, "sample_every": 0}
+# name -> (method, method options, train overrides)
+CONFIGS = {
+    **{f"grpo/{mode}": ("grpo", {"aggregation": mode}, {}) for mode in AGGREGATIONS},
+    "grpo/micro-batches": ("grpo", {}, {"micro_batch_size": 2}),  # gradient accumulation under no_sync
+    "sft": ("sft", {}, {}),
+    "ppo": ("ppo", {"whiten": False}, {}),  # (whitening uses the local batch's moments: not split-invariant)
+}
+TASK = {"digits": 1, "n_demos": 32, "n_heldout": 8}
+
+
+class FixedSampler:
+    """`Generator.generate` with completions fixed by the prompt: of each group of n, every 4th is the right sum,
+    the others wrong sums of different lengths, so groups have reward variance and the aggregations differ."""
+
+    def __init__(self, tok):
+        self.tok = tok
+
+    def generate(self, model, prompts: list[str], n: int = 1, **_):
+        comps = []
+        for p in prompts:
+            total = sum(int(x) for x in p.rstrip("=").split("+"))
+            comps += [[str(total), str(total + 1), f"{total}0", f"1;{total + 2}"][j % 4] for j in range(n)]
+        batch = make_batch(self.tok, [p for p in prompts for _ in range(n)], comps,
+                           group_ids=[i // n for i in range(len(comps))])
+        batch.data["truncated"] = torch.zeros(len(comps))
+        return batch
+
+
+def run(base_dir: str, accelerator, work_dir: str) -> dict[str, dict]:
+    """Two steps of every configuration -> {name: {params, initial, shards, loss, grad_norm}}."""
+    from unittest import mock
+
+    from gcframe import engine
+
+    # One process would compute a group's prompt once (engine._prefix_shared_logits), a path DDP never takes; its
+    # gradient differs from the plain forward's by ~1e-8 (relative) even in float64, which Adam magnifies for
+    # parameters with tiny gradients. The plain forward on both sides isolates what is tested: the split.
+    with mock.patch.object(engine, "shared_prompts", lambda batch: None):
+        return {name: _two_steps(name, base_dir, accelerator, work_dir) for name in CONFIGS}
+
+
+def _two_steps(name: str, base_dir: str, accelerator, work_dir: str) -> dict:
+    from accelerate.utils import gather_object
+
+    from gcframe.tasks import build_task
+    from gcframe.trainer import Trainer
+
+    method, options, train = CONFIGS[name]
+    cfg = from_dict({"task": TASK, "train": {**TRAIN, **train}, "methods": {method: options}})
+    trainer = Trainer(cfg, method, Path(work_dir) / name, base_dir, build_task(cfg.task), accelerator,
+                      dtype=torch.float64, show_progress=False)
+    trainer.ctx.generator = FixedSampler(trainer.tok)
+    policy = accelerator.unwrap_model(trainer.policy)
+    initial = torch.cat([p.detach().flatten() for p in policy.parameters()]).clone()
+    losses, norms, shards = [], [], []
+    for step in range(cfg.train.steps):
+        row, batch = trainer.train_step(step)
+        losses.append(row["loss"])
+        norms.append(row["grad_norm"])  # Adam hides a gradient's scale; the norm does not
+        shards.append((accelerator.process_index, [t["prompt"] for t in batch.texts], batch.group_ids.tolist()))
+    return {"params": torch.cat([p.detach().flatten() for p in policy.parameters()]), "initial": initial,
+            "shards": gather_object([shards]), "loss": losses, "grad_norm": norms}  # shards[rank][step]
+
+
+if __name__ == "__main__":
+    from gcframe.trainer import make_accelerator
+
+    base, dest = sys.argv[1], sys.argv[2]
+    acc = make_accelerator()
+    assert acc.num_processes > 1, "launch with torchrun --nproc_per_node 2"
+    with tempfile.TemporaryDirectory() as work:
+        result = run(base, acc, work)
+    if acc.is_main_process:
+        torch.save(result, dest)

@@ -1,0 +1,132 @@
+"""Resume after a crash: a run killed with SIGKILL after a checkpoint and resumed with `compare.py --resume` logs
+exactly the metrics of an uninterrupted run (timing columns aside); checkpoints and logs survive torn writes."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gcframe import checkpoint
+from gcframe.runlog import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPARE = ROOT / "experiments" / "compare.py"
+TIMING = ("time", "peak_")  # time_s, time_collect, ..., peak_rss_mb: the columns a resume may change
+
+# A config small enough for a test: one-digit sums, a 1-layer hidden-32 Llama, a short SFT base (cached).
+TINY_CONFIG = {
+    "task": {"digits": 1, "n_demos": 64, "n_heldout": 16},
+    "model": {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "max_positions": 32},
+    "sft_base": {"steps": 60, "batch_size": 32, "lr": 0.01, "warmup_steps": 5},
+    "train": {"steps": 4, "prompts_per_step": 2, "group_size": 4, "lr": 0.001, "eval_every": 2, "eval_size": 16,
+              "eval_k": 2, "sample_every": 1, "log_samples": 2, "checkpoint_every": 2},
+}
+
+
+def write_config(path: Path, config: dict = TINY_CONFIG) -> Path:
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def cli_env() -> dict:
+    # one thread per process: the CPU test machine is shared, and oversubscribed threads make steps 100x slower
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+
+
+def run_cli(*args: str, script: Path = COMPARE, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True,
+                          env=cli_env(), cwd=ROOT, timeout=timeout)
+
+
+# Runs compare.py, but seed 1's run hangs at step 3 (after the checkpoint of step 2) until the test kills it.
+HANG = """
+import runpy, sys, time
+from gcframe.trainer import Trainer
+_train_step = Trainer.train_step
+def train_step(self, step):
+    if self.cfg.seed == 1 and step == 3:
+        print("hanging", flush=True)
+        time.sleep(600)
+    return _train_step(self, step)
+Trainer.train_step = train_step
+sys.argv[0] = {compare!r}
+runpy.run_path({compare!r}, run_name="__main__")
+"""
+
+
+def rows_without_timing(path: Path) -> list[dict]:
+    return [{k: v for k, v in r.items() if not k.startswith(TIMING)} for r in read_jsonl(path)]
+
+
+def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
+    cfg = write_config(tmp_path / "tiny.yaml")
+    args = ["--config", cfg, "--methods", "grpo", "--seeds", "0,1", "--no-progress"]
+    full = run_cli(*args, "--out", tmp_path / "full")  # also trains (or finds) the cached SFT base
+    assert full.returncode == 0, full.stderr
+
+    hang = tmp_path / "hang.py"
+    hang.write_text(HANG.format(compare=str(COMPARE)))
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, str(hang), *map(str, args), "--out", str(killed)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=cli_env(), cwd=ROOT)
+    try:
+        if not any(line.strip() == "hanging" for line in proc.stdout):
+            pytest.fail("the run ended before reaching step 3")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    run1 = killed / "grpo" / "seed1"
+    assert checkpoint.latest(run1).name == "step-000002"
+    assert max(r["step"] for r in read_jsonl(run1 / "metrics.jsonl")) == 2  # step 2's row: after the checkpoint
+    with open(run1 / "metrics.jsonl", "a") as f:
+        f.write('{"step": 3, "loss": 0.1')  # a torn last line, as a crash mid-write leaves it
+    seed0_before = (killed / "grpo" / "seed0" / "metrics.jsonl").read_bytes()
+
+    resumed = run_cli("--resume", killed, "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (killed / "grpo" / "seed0" / "metrics.jsonl").read_bytes() == seed0_before  # finished: skipped
+    for seed in (0, 1):
+        run, ref = killed / "grpo" / f"seed{seed}", tmp_path / "full" / "grpo" / f"seed{seed}"
+        assert rows_without_timing(run / "metrics.jsonl") == rows_without_timing(ref / "metrics.jsonl")
+        assert read_jsonl(run / "samples.jsonl") == read_jsonl(ref / "samples.jsonl")
+    assert (killed / "summary.csv").read_text().count("\n") == 3  # header + two runs
+
+
+def test_resume_refuses_other_flags_and_non_runs(tmp_path):
+    r = run_cli("--resume", tmp_path, "--quick")
+    assert r.returncode == 2 and "drop --quick" in r.stderr
+    r = run_cli("--resume", tmp_path)
+    assert r.returncode == 2 and "not a compare.py output folder" in r.stderr
+
+
+def test_latest_ignores_a_checkpoint_torn_mid_write(tmp_path):
+    for name in ("step-000002", "step-000004.tmp"):  # a crash while step 4 was written
+        (tmp_path / "checkpoints" / name).mkdir(parents=True)
+    assert checkpoint.latest(tmp_path).name == "step-000002"
+    assert checkpoint.latest(tmp_path / "elsewhere") is None
+
+
+def test_truncate_logs_keeps_rows_up_to_the_checkpoint(tmp_path):
+    rows = [{"step": 0, "eval_accuracy": 0.1}, {"step": 0}, {"step": 1}, {"step": 2, "eval_accuracy": 0.2},
+            {"step": 2}, {"step": 3}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "lo')
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in range(4)))
+    checkpoint.truncate_logs(tmp_path, 2)  # 2 steps done: train rows 0, 1 and eval rows 0, 2 were logged by then
+    assert read_jsonl(tmp_path / "metrics.jsonl") == rows[:4]
+    assert read_jsonl(tmp_path / "samples.jsonl") == [{"step": 0}, {"step": 1}]
+    checkpoint.truncate_logs(tmp_path, None)
+    assert (tmp_path / "metrics.jsonl").read_text() == ""
+
+
+def test_finished_reads_the_final_evaluation_row(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 4, "eval_accuracy": 0.5, "time_s": 1.0,
+                                                        "gen_tokens": 9}) + "\n")
+    assert checkpoint.finished(tmp_path, 4) == {"final_accuracy": 0.5, "time_s": 1.0, "gen_tokens": 9, "steps": 4}
+    assert checkpoint.finished(tmp_path, 8) is None
