@@ -64,10 +64,10 @@ def process_advantages(step_rewards: torch.Tensor, step_mask: torch.Tensor, grou
     G = int(inv.max()) + 1 if N else 0
     m = step_mask.to(step_rewards.dtype)
     seg = inv.unsqueeze(1).expand(N, T).reshape(-1)  # group of every token slot
-    cnt = torch.zeros(G, dtype=m.dtype).index_add_(0, seg, m.reshape(-1))
-    tot = torch.zeros(G, dtype=m.dtype).index_add_(0, seg, (step_rewards * m).reshape(-1))
+    cnt = torch.zeros(G, dtype=m.dtype, device=m.device).index_add_(0, seg, m.reshape(-1))
+    tot = torch.zeros(G, dtype=m.dtype, device=m.device).index_add_(0, seg, (step_rewards * m).reshape(-1))
     mean = (tot / cnt.clamp(min=1))[inv].unsqueeze(1)  # [N, 1]
-    sq = torch.zeros(G, dtype=m.dtype).index_add_(0, seg, (((step_rewards - mean) * m) ** 2).reshape(-1))
+    sq = torch.zeros(G, dtype=m.dtype, device=m.device).index_add_(0, seg, (((step_rewards - mean) * m) ** 2).reshape(-1))
     std = (sq / (cnt - 1).clamp(min=1)).sqrt()[inv].unsqueeze(1)  # [N, 1]
     normed = torch.where(std > eps, (step_rewards - mean) / std.clamp(min=eps), torch.zeros_like(step_rewards)) * m
     # suffix sum over t: Â_t = Σ_{t' >= t} r̃_{t'}

@@ -1,0 +1,110 @@
+"""Group Relative Policy Optimization (seed, Algorithm 1; DeepSeekMath §4.1, eq. 3).
+
+G completions per prompt from π_old; the group mean replaces the critic's baseline; the clipped PPO surrogate;
+a k3 KL to the frozen reference π_ref inside the loss (not folded into the reward):
+
+    J = E[ (1/G) Σ_i (1/|o_i|) Σ_t  min(r_{i,t} Â_{i,t}, clip(r_{i,t}, 1−ε, 1+ε) Â_{i,t}) − β KL̂_{i,t} ]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gcframe.advantages import group_advantages
+from gcframe.batch import Batch
+from gcframe.errors import UserError
+from gcframe.kl import ESTIMATORS, kl_estimate, kl_grad_coefficient
+from methods.base import Method, MethodConfig, register
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of x over mask == 1 (0 for an empty mask)."""
+    m = mask.to(x.dtype)
+    return (x * m).sum() / m.sum().clamp(min=1)
+
+
+def flat_group_frac(adv: torch.Tensor, group_ids: torch.Tensor) -> float:
+    """Fraction of groups whose advantages are all 0: zero reward variance, no learning signal."""
+    _, inv = torch.unique(group_ids, return_inverse=True)
+    live = torch.zeros(int(inv.max()) + 1, device=adv.device).index_add_(0, inv, (adv != 0).any(-1).float())
+    return float((live == 0).float().mean())
+
+
+def clip_inactive(adv: torch.Tensor, ratio: torch.Tensor, eps_low: float, eps_high: float) -> torch.Tensor:
+    """[N, T] bool: the clipped surrogate min(rÂ, clip(r)Â) still depends on r (its gradient is Â·r, not 0).
+
+    The clip bites only on the side the advantage pushes towards: Â > 0 and r > 1+ε_high, or Â < 0 and r < 1−ε_low.
+    """
+    return ~(((adv > 0) & (ratio > 1 + eps_high)) | ((adv < 0) & (ratio < 1 - eps_low)))
+
+
+@register("grpo")
+class GRPO(Method):
+    """Data: `ctx.rollout(B, G)`, G completions of each of B prompts sampled from π_old = the live policy."""
+
+    @dataclass
+    class Config(MethodConfig):
+        aggregation: str = "seq-mean-token-mean"
+        """The seed's objective: mean over sequences of each sequence's token mean (1/G Σ_i 1/|o_i| Σ_t)."""
+        scale_by_std: bool = True
+        """Divide the centred reward by the group std (the seed: a heuristic, not part of the baseline)."""
+        leave_one_out: bool = False
+        """Centre on the mean of the other G−1 rewards (exactly unbiased, the seed's remark) instead of all G."""
+        clip_eps: float = 0.2
+        """ε: the ratio's clip band [1−ε, 1+ε] (the lower edge when clip_eps_high is set)."""
+        clip_eps_high: float | None = None
+        """Upper edge ε_high of an asymmetric band [1−ε, 1+ε_high] (DAPO's clip-higher); None = symmetric."""
+        beta: float = 0.04
+        """β: weight of the KL(π_θ ‖ π_ref) term in the loss (DeepSeekMath uses 0.04)."""
+        kl_estimator: str = "k3"
+        """Per-token KL estimator in the loss: k3 = ρ − log ρ − 1 (the seed's), or k1 = −log ρ."""
+
+        def validate(self) -> None:
+            super().validate()
+            if not self.clip_eps > 0 or (self.clip_eps_high is not None and not self.clip_eps_high > 0):
+                raise UserError(f"clip_eps and clip_eps_high must be > 0, got {self.clip_eps}, {self.clip_eps_high}")
+            if self.beta < 0:
+                raise UserError(f"beta must be >= 0, got {self.beta}")
+            if self.kl_estimator not in ESTIMATORS:
+                raise UserError(f"kl_estimator must be one of {', '.join(ESTIMATORS)}, got '{self.kl_estimator}'")
+
+    uses_reference = True
+    needs_groups = True
+
+    def collect(self, step: int) -> Batch:
+        t = self.ctx.cfg.train
+        return self.ctx.rollout(t.prompts_per_step, t.group_size)  # N = B·G, data: rewards [N], correct [N]
+
+    def advantages(self, batch: Batch) -> torch.Tensor:
+        """Outcome supervision: Â_{i,t} = (r_i − mean(r)) / std(r) broadcast to every token of o_i -> [N, T]."""
+        adv = group_advantages(batch.data["rewards"], batch.group_ids, self.cfg.scale_by_std,
+                               self.cfg.leave_one_out)  # [N], 0 for zero-variance groups
+        return adv.unsqueeze(1) * batch.completion_mask  # [N, T]
+
+    def prepare(self, batch: Batch) -> None:
+        adv = self.advantages(batch)  # [N, T], fixed for the μ epochs over this batch
+        batch.data["advantages"] = adv
+        mask = batch.completion_mask
+        self.record(zero_var_frac=flat_group_frac(adv, batch.group_ids), adv_mean=masked_mean(adv, mask),
+                    adv_std=masked_mean((adv - masked_mean(adv, mask)) ** 2, mask).sqrt())
+
+    def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
+        """GC_{i,t} = Â_{i,t} · r_{i,t} · 1[clip inactive] − β · c_{i,t}   (DeepSeekMath eq. 3 / §5.2.1)
+
+        with r = π_θ/π_old and c the KL's gradient coefficient: c = 1 − ρ for k3 (ρ = π_ref/π_θ), so the KL part
+        is β(ρ − 1); c = 1 for k1. Derivation: ∇ of −[min(rÂ, clip(r)Â) − β k3] is −[Â r 1[not clipped] −
+        β(1 − ρ)] ∇log π_θ, since ∇r = r ∇log π_θ and ∇k3 = (1 − ρ) ∇log π_θ (gcframe.kl).
+        """
+        cfg, mask = self.cfg, batch.completion_mask
+        adv = batch.data["advantages"]  # [N, T]
+        ratio = (logp.detach() - self.old_logp(batch, logp)).exp()  # r = π_θ/π_old [N, T]
+        eps_high = cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high
+        active = clip_inactive(adv, ratio, cfg.clip_eps, eps_high)  # [N, T] bool
+        gc = adv * ratio * active  # [N, T]
+        if cfg.beta > 0:  # the engine fills ref_logp = log π_ref [N, T] (uses_reference)
+            gc = gc - cfg.beta * kl_grad_coefficient(batch.data["ref_logp"], logp, cfg.kl_estimator)  # β(ρ−1) for k3
+        if "ref_logp" in batch.data:
+            self.record(kl_k3=masked_mean(kl_estimate(batch.data["ref_logp"], logp.detach(), "k3"), mask))
+        self.record(clip_frac=masked_mean((~active).float(), mask), ratio_mean=masked_mean(ratio, mask))
+        return gc

@@ -1,0 +1,84 @@
+"""Rejection-sampling fine-tuning, offline (DeepSeekMath §5.2.1 and Appendix A.1.2; Yuan et al. 2023).
+
+Sample completions ONCE from the frozen SFT model, keep the correct ones, fine-tune on them:
+
+    J_RFT(θ) = E_{q ~ P_sft(Q), o ~ π_sft(O|q)} [ (1/|o|) Σ_t 1[o correct] · log π_θ(o_t | q, o_<t) ]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gcframe.batch import Batch
+from gcframe.errors import UserError
+from gcframe.sampling import make_batch
+from methods.base import Method, MethodConfig, register
+
+
+@register("rft")
+class RFT(Method):
+    """Data: a pool of correct samples of the frozen SFT base (`ctx.frozen("base")`), built lazily in the first
+    `collect`; every step draws B·G of them (the equal budget), cycling through the pool in reshuffled epochs."""
+
+    @dataclass
+    class Config(MethodConfig):
+        aggregation: str = "seq-mean-token-mean"
+        """DeepSeekMath's J_RFT: mean over sequences of (1/|o|) Σ_t (every kept sample weighs the same)."""
+        pool_size: int = 4096
+        """Correct samples to collect (fewer when steps·B·G draws need fewer); the run reuses them in epochs."""
+        max_pool_samples: int = 16384
+        """Cap on the samples drawn from the base while building the pool (bounds its cost at low acceptance)."""
+
+        def validate(self) -> None:
+            super().validate()
+            if self.pool_size < 1 or self.max_pool_samples < 1:
+                raise UserError(f"pool_size and max_pool_samples must be >= 1, got {self.pool_size}, "
+                                f"{self.max_pool_samples}")
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        self.pool: list[dict] | None = None  # texts of the kept samples: prompt, completion, answer, steps
+
+    def build_pool(self) -> dict[str, float]:
+        """Sample the base in rollouts of B prompts × G completions until `target` correct samples or the cap."""
+        t = self.ctx.cfg.train
+        per_call = t.prompts_per_step * t.group_size
+        target = min(self.cfg.pool_size, t.steps * per_call)
+        base = self.ctx.frozen("base")
+        pool, drawn, tokens = [], 0, 0.0
+        while len(pool) < target and drawn < self.cfg.max_pool_samples:
+            batch = self.ctx.rollout(t.prompts_per_step, t.group_size, model=base)
+            pool += [text for text, ok in zip(batch.texts, batch.data["correct"].tolist()) if ok > 0]
+            drawn += len(batch)
+            tokens += float(batch.completion_mask.sum())
+        if not pool:
+            raise UserError(f"rft: none of {drawn} samples of the SFT base was correct, so there is nothing to "
+                            "fine-tune on: train a stronger base (sft_base.steps) or raise "
+                            "methods.rft.max_pool_samples")
+        self.pool = pool
+        return {"pool_size": len(pool), "pool_acceptance": len(pool) / drawn, "pool_samples": drawn,
+                "pool_gen_tokens": tokens, "pool_epochs": t.steps * per_call / len(pool)}
+
+    def state_dict(self) -> dict:  # checkpointed (gcframe.checkpoint): a resumed run reuses the same pool
+        return {"pool": self.pool}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.pool = state["pool"]
+
+    def collect(self, step: int) -> Batch:
+        if self.pool is None:
+            self.record(**self.build_pool())  # logged once, in the first step's row
+        t = self.ctx.cfg.train
+        rows = self.ctx.draw(self.pool, t.prompts_per_step * t.group_size, "rft_pool")  # B·G kept samples
+        batch = make_batch(self.ctx.tok, [r["prompt"] for r in rows], [r["completion"] for r in rows],
+                           texts=[dict(r) for r in rows])
+        batch.data["correct"] = torch.ones(len(batch))  # [N]: the pool holds only accepted samples
+        return batch
+
+    def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
+        """GC(q, o, t) = 1[o correct]  (DeepSeekMath §5.2.1, GC_RFT; the seed's table, row 2) -> [N, T].
+
+        Every pooled sample passed the filter, so GC = 1 on its tokens: SFT on the base's own correct outputs.
+        """
+        return batch.data["correct"].to(logp.dtype).unsqueeze(1).expand_as(logp)
