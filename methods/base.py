@@ -13,7 +13,7 @@ optimisers. Measurements a method wants logged go through `self.record(name=valu
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
@@ -61,31 +61,10 @@ class MethodConfig:
 
     @classmethod
     def from_dict(cls, values: dict, method: str) -> "MethodConfig":
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise UserError(f"unknown option(s) {', '.join(unknown)} for method '{method}': "
-                            f"known options are {', '.join(known)}")
-        cfg = cls()
-        for key, value in values.items():
-            default = getattr(cfg, key)
-            setattr(cfg, key, _coerce(value, default, f"methods.{method}.{key}"))
-        cfg.validate()
-        return cfg
+        """Options from `methods.<method>` in a config: names and types checked, then `validate()`."""
+        from gcframe.config import _section  # the same checks as every other config section
 
-
-def _coerce(value, default, where: str):
-    """Check a YAML value against the type of its default (ints are accepted where floats are)."""
-    if default is None or value is None:
-        return value
-    if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-    elif isinstance(default, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    elif isinstance(value, type(default)) and not isinstance(value, bool):
-        return value
-    raise UserError(f"{where} must be a {type(default).__name__}, got {value!r}")
+        return _section(cls, values or {}, f"methods.{method}")
 
 
 class Method:
