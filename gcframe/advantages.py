@@ -95,11 +95,19 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: 
     return adv, (adv + values) * mask
 
 
-def whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8) -> torch.Tensor:
-    """(x − mean) / std over the masked entries (PPO advantage whitening); 0 on padding."""
+def whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8,
+           all_sum=None) -> torch.Tensor:
+    """(x − mean) / std over the masked entries (PPO advantage whitening); 0 on padding.
+
+    `all_sum` (e.g. Context.all_sum) adds a tensor over processes, so the moments are those of the global batch
+    and a data-parallel run whitens exactly as one process would.
+    """
     m = mask.to(x.dtype)
-    n = m.sum().clamp(min=1)
-    mean = (x * m).sum() / n
-    var = (((x - mean) * m) ** 2).sum() / (n - 1).clamp(min=1)
+    moments = torch.stack([m.sum(), (x * m).sum(), (x * x * m).sum()])  # n, Σx, Σx²
+    if all_sum is not None:
+        moments = all_sum(moments)
+    n, s1, s2 = moments[0].clamp(min=1), moments[1], moments[2]
+    mean = s1 / n
+    var = ((s2 - n * mean ** 2) / (n - 1).clamp(min=1)).clamp(min=0)  # unbiased
     out = (x - mean) * torch.rsqrt(var + eps) if shift_mean else x * torch.rsqrt(var + eps)
     return out * m

@@ -20,16 +20,32 @@ import torch
 from accelerate import Accelerator
 from tqdm.auto import tqdm
 
+from gcframe import checkpoint
 from gcframe.batch import Batch
 from gcframe.config import RunConfig
 from gcframe.engine import Normaliser, token_logprobs, weighted_mle_loss
 from gcframe.errors import UserError
-from gcframe.evaluate import evaluate, rates
-from gcframe.modeling import count_parameters
+from gcframe.evaluate import COUNT_KEYS, evaluate, rates
+from gcframe.kl import k3
+from gcframe.modeling import AdapterDisabled, count_parameters, prepare_policy
 from gcframe.rewards import score
 from gcframe.runlog import RunLogger
 from gcframe.sampling import GenerationConfig, Generator, make_batch
 from methods.base import get_method
+
+
+def make_accelerator() -> Accelerator:
+    """The run's Accelerator. Without a GPU it must be told cpu=True, else a multi-process launch (torchrun,
+    `accelerate launch --multi_gpu`) silently runs independent single processes instead of one gloo group."""
+    return Accelerator(cpu=not torch.cuda.is_available())
+
+
+def adamw(params, **kw) -> torch.optim.AdamW:
+    """torch AdamW, fused into one kernel on CPU and CUDA: the same update as the per-tensor loop torch picks on CPU
+    by default, 4-10x faster for the tiny models here (experiments/benchmark.py)."""
+    params = list(params)
+    fused = all(p.device.type in ("cpu", "cuda") for p in params) or None
+    return torch.optim.AdamW(params, fused=fused, **kw)
 
 
 class Context:
@@ -49,10 +65,24 @@ class Context:
         self._orders: dict[str, tuple[torch.Tensor, int]] = {}
         self._frozen: dict[str, torch.nn.Module] = {}
         self.reward_model = None  # set by the pipeline when train.reward == "reward_model"
+        self.timings: dict[str, float] = {}  # seconds per phase of the current step; the Trainer logs time_<name>
+
+    @contextlib.contextmanager
+    def timed(self, name: str):
+        """Add the wall time of the block to `self.timings[name]`."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
 
     @property
     def device(self):
         return self.acc.device
+
+    def all_sum(self, t: torch.Tensor) -> torch.Tensor:
+        """Σ of a tensor over processes (itself in a single process): for statistics of the global batch."""
+        return self.acc.reduce(t.clone(), "sum") if self.world > 1 else t
 
     # -- data order: the same seeded order on every process; each process takes its own shard ----------------
     def draw(self, dataset, n: int, name: str) -> list[dict]:
@@ -83,14 +113,18 @@ class Context:
         """prompts -> sampler -> rewards: `group_size` completions of each of n_prompts (global) prompts."""
         rows = self.draw(self.task.prompts, n_prompts, "prompts")
         model = model or self.policy
-        batch = self.generator.generate(model, [r["prompt"] for r in rows], n=group_size)
-        for t, gid in zip(batch.texts, batch.group_ids.tolist()):
-            t.update(answer=rows[gid]["answer"], steps=rows[gid].get("steps", []))
-        return score(batch, self.task, self.tok, self.cfg.train.reward, self.reward_model)
+        with self.timed("generate"):
+            batch = self.generator.generate(model, [r["prompt"] for r in rows], n=group_size)
+        with self.timed("score"):
+            for t, gid in zip(batch.texts, batch.group_ids.tolist()):
+                t.update(answer=rows[gid]["answer"], steps=rows[gid].get("steps", []))
+            return score(batch, self.task, self.tok, self.cfg.train.reward, self.reward_model)
 
     # -- frozen models --------------------------------------------------------------------------------------
     def frozen(self, name: str = "reference") -> torch.nn.Module:
         """A frozen copy of the SFT base (eval mode, no grad): 'reference' is π_ref, 'base' samples offline data."""
+        if name not in self._frozen and self.cfg.model.lora_rank:  # the base is the policy, adapter off
+            self._frozen[name] = AdapterDisabled(self.policy)
         if name not in self._frozen:
             from gcframe.modeling import load_model_and_tokenizer
 
@@ -117,8 +151,8 @@ class Trainer:
         from gcframe.modeling import load_model_and_tokenizer
 
         self.cfg, self.tcfg = cfg, cfg.train
-        self.acc = accelerator or Accelerator()
-        torch.manual_seed(cfg.seed)
+        self.acc = accelerator or make_accelerator()
+        torch.manual_seed(cfg.seed + self.acc.process_index)  # each process samples its own completions
         if policy is None:
             policy, tok = load_model_and_tokenizer(str(base_dir), dtype=dtype)
         self.tok, self.task = tok, task
@@ -127,22 +161,24 @@ class Trainer:
         if method_cls.needs_groups and self.tcfg.group_size < 2:
             raise UserError(f"method '{method_name}' compares completions of one prompt: "
                             f"train.group_size must be >= 2, got {self.tcfg.group_size}")
+        policy = prepare_policy(policy, cfg.model.gradient_checkpointing, cfg.model.lora_rank)
         policy.to(self.acc.device)
         self.ctx = Context(cfg, task, tok, policy, base_dir, self.acc, dtype)
         self.ctx.reward_model = reward_model
         self.method = method_cls(mcfg, self.ctx)
         self.aggregation = mcfg.aggregation
 
-        opt = torch.optim.AdamW(policy.parameters(), lr=self.tcfg.lr, weight_decay=self.tcfg.weight_decay)
+        opt = adamw([p for p in policy.parameters() if p.requires_grad], lr=self.tcfg.lr, weight_decay=self.tcfg.weight_decay)
         warm = max(getattr(self.tcfg, "warmup_steps", 0), 0)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
         self.aux = self.method.auxiliary_models()
-        aux_opts = [torch.optim.AdamW(m.parameters(), lr=getattr(mcfg, "critic_lr", self.tcfg.lr))
+        aux_opts = [adamw(m.parameters(), lr=getattr(mcfg, "critic_lr", self.tcfg.lr))
                     for m in self.aux.values()]
-        prepared = self.acc.prepare(policy, opt, sched, *self.aux.values(), *aux_opts)
-        self.policy, self.opt, self.sched = prepared[:3]
+        # the scheduler stays unprepared: accelerate would step it once per process per step
+        prepared = self.acc.prepare(policy, opt, *self.aux.values(), *aux_opts)
+        (self.policy, self.opt), self.sched = prepared[:2], sched
         k = len(self.aux)
-        self.aux_models, self.aux_opts = list(prepared[3:3 + k]), list(prepared[3 + k:])
+        self.aux_models, self.aux_opts = list(prepared[2:2 + k]), list(prepared[2 + k:])
         self.method.ctx.policy = self.acc.unwrap_model(self.policy)
         for name, m in zip(self.aux, self.aux_models):  # the method computes with the (possibly wrapped) model
             setattr(self.method, name, m)
@@ -153,6 +189,7 @@ class Trainer:
         self.gen_tokens = 0
         self.elapsed = 0.0
         self.models_held = {"policy": count_parameters(policy), **{n: count_parameters(m) for n, m in self.aux.items()}}
+        checkpoint.check_supported(self)
 
     # -- one optimiser step on one minibatch ---------------------------------------------------------------
     def _global_norm(self, mb: Batch) -> Normaliser:
@@ -178,12 +215,16 @@ class Trainer:
                 logp, entropy = token_logprobs(self.policy, micro, self.tcfg.temperature, with_entropy=True)
                 gc = self.method.coefficients(micro, logp)
                 loss = weighted_mle_loss(gc, logp, micro.completion_mask, self.aggregation, norm)
-                aux = self.method.auxiliary_loss(micro, norm)
-                total = loss if aux is None else loss + aux
-                if not torch.isfinite(total):
+                if not torch.isfinite(loss):
                     raise FloatingPointError("loss")
                 # DDP averages gradients over processes; the normaliser already counts them all -> scale back.
-                self.acc.backward(total * self.acc.num_processes)
+                self.acc.backward(loss * self.acc.num_processes)
+                with self.ctx.timed("critic"):  # auxiliary models (PPO's critic): a separate graph, own backward
+                    aux = self.method.auxiliary_loss(micro, norm)
+                    if aux is not None:
+                        if not torch.isfinite(aux):
+                            raise FloatingPointError("loss")
+                        self.acc.backward(aux * self.acc.num_processes)
             mask = micro.completion_mask.bool()
             stats["loss"] += float(loss.detach())
             stats["entropy"] += float(entropy.sum())
@@ -193,16 +234,20 @@ class Trainer:
                 log_rho = micro.data["ref_logp"] - logp.detach()  # log π_ref/π_θ
                 kls.append((log_rho.exp() - log_rho - 1)[mask])  # k3
         grad_norm = self.acc.clip_grad_norm_(self.policy.parameters(), self.tcfg.grad_clip or float("inf"))
-        for m in self.aux_models:
-            self.acc.clip_grad_norm_(m.parameters(), self.tcfg.grad_clip or float("inf"))
+        norms = [grad_norm] + [self.acc.clip_grad_norm_(m.parameters(), self.tcfg.grad_clip or float("inf"))
+                               for m in self.aux_models]
+        if not all(math.isfinite(float(n)) for n in norms):  # norms of all-reduced gradients: every process agrees
+            raise FloatingPointError("gradients")  # before any optimiser step: the weights stay finite
         self.opt.step()
         self.sched.step()
         self.opt.zero_grad(set_to_none=True)
-        for o in self.aux_opts:
-            o.step()
-            o.zero_grad(set_to_none=True)
+        with self.ctx.timed("critic"):
+            for o in self.aux_opts:
+                o.step()
+                o.zero_grad(set_to_none=True)
         gc_all = torch.cat(gcs) if gcs else torch.zeros(1)
-        out = {"loss": stats["loss"], "entropy": stats["entropy"] / max(stats["n_tok"], 1),
+        # this process's loss is its share of the global sum; the row is averaged over processes -> scale by W
+        out = {"loss": stats["loss"] * self.acc.num_processes, "entropy": stats["entropy"] / max(stats["n_tok"], 1),
                "grad_norm": float(grad_norm), "gc_mean": float(gc_all.mean()),
                "gc_std": float(gc_all.std()) if gc_all.numel() > 1 else 0.0,
                "gc_pos_frac": float((gc_all > 0).float().mean()), "gc_neg_frac": float((gc_all < 0).float().mean())}
@@ -211,9 +256,15 @@ class Trainer:
         return out
 
     def train_step(self, step: int) -> dict:
+        self.ctx.timings.clear()
         t0 = time.perf_counter()
         self.policy.eval()
-        batch = self.method.collect(step).to(self.acc.device)
+        try:
+            batch = self.method.collect(step).to(self.acc.device)
+        except RuntimeError as e:  # torch.multinomial met NaN/inf probabilities: the policy's logits are not finite
+            if "probability tensor" not in str(e):
+                raise
+            raise FloatingPointError("logits") from None
         t1 = time.perf_counter()
         reuse = self.tcfg.epochs > 1 or self.tcfg.minibatches > 1
         with torch.no_grad():
@@ -222,6 +273,9 @@ class Trainer:
             if reuse:
                 batch.data["old_logp"] = token_logprobs(self.policy, batch, self.tcfg.temperature)
             self.method.prepare(batch)
+        bad = sorted(k for k, v in batch.data.items() if v.is_floating_point() and not torch.isfinite(v).all())
+        if bad:  # rewards, log-probs of π_ref/π_old (logits), advantages, values
+            raise FloatingPointError(", ".join(bad))
         t2 = time.perf_counter()
         self.policy.train()
         updates = []
@@ -241,6 +295,7 @@ class Trainer:
         self.elapsed += t3 - t0
         row.update(step=step, gen_tokens=self.gen_tokens, time_s=self.elapsed, time_collect=t1 - t0,
                    time_prepare=t2 - t1, time_update=t3 - t2, lr=self.sched.get_last_lr()[0],
+                   **{f"time_{k}": v for k, v in self.ctx.timings.items()},  # generate, score | critic (in update)
                    peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         if torch.cuda.is_available():
             row["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
@@ -268,37 +323,64 @@ class Trainer:
         return dict(zip(keys, vals.tolist()))
 
     # -- evaluation ---------------------------------------------------------------------------------------------
-    def evaluate(self, step: int) -> dict:
+    def evaluate(self, step: int, k: int = 0) -> dict:
+        """Held-out greedy accuracy; with k > 0 also pass@1/pass@k/maj@k from k samples per problem, the k3 KL
+        of those samples to the SFT base (π_ref unless refreshed) and, when trained on r_φ, their proxy reward."""
         rows = self.task.heldout.select(range(min(self.tcfg.eval_size, len(self.task.heldout))))
         rows = [rows[i] for i in range(self.acc.process_index, len(rows), self.acc.num_processes)]
         model = self.acc.unwrap_model(self.policy)
         model.eval()
-        counts = evaluate(model, self.ctx.generator, self.task, rows)
-        keys = sorted(counts)
-        t = self.acc.reduce(torch.tensor([float(counts[k]) for k in keys], device=self.acc.device), "sum")
-        res = rates(dict(zip(keys, t.tolist())))
+        counts = evaluate(model, self.ctx.generator, self.task, rows, k=k, on_samples=self._sample_sums)
+        t = self.acc.reduce(torch.tensor([float(counts.get(c, 0)) for c in COUNT_KEYS], device=self.acc.device), "sum")
+        res = rates(dict(zip(COUNT_KEYS, t.tolist())), k)
         return {"step": step, **res, "gen_tokens": self.gen_tokens, "time_s": self.elapsed}
 
+    def _sample_sums(self, batch: Batch) -> dict:
+        """Sums over held-out samples of the policy: k3 KL to the SFT base per token, and r_φ per sequence."""
+        out = {}
+        batch = batch.to(self.acc.device)
+        temp, mask = self.tcfg.temperature, batch.completion_mask
+        if temp > 0:
+            anchor = self.ctx.frozen("base") if self.tcfg.ref_refresh_every else self.ctx.reference
+            logp = token_logprobs(self.acc.unwrap_model(self.policy), batch, temp)
+            out.update(kl_sum=float((k3(token_logprobs(anchor, batch, temp), logp) * mask).sum()),
+                       kl_tokens=float(mask.sum()))
+        if self.tcfg.reward == "reward_model" and self.ctx.reward_model is not None:
+            out.update(proxy_sum=float(self.ctx.reward_model.score(batch).sum()), proxy_n=float(len(batch)))
+        return out
+
     # -- the loop -------------------------------------------------------------------------------------------------
-    def fit(self) -> dict:
-        self.logger.write_config({"method": self.method.name, "models": self.models_held, **self.cfg.to_dict()})
+    def fit(self, resume: bool = False) -> dict:
+        """Train for train.steps steps; resume=True continues from the run folder's latest checkpoint."""
+        with torch.autocast(self.acc.device.type, torch.bfloat16, enabled=self.cfg.model.bf16):
+            return self._fit(resume)
+
+    def _fit(self, resume: bool) -> dict:
         steps = self.tcfg.steps
-        last_eval = self.evaluate(0)
-        self.logger.log(last_eval)
-        bar = tqdm(range(steps), desc=self.method.name, disable=not self.show_progress, leave=False)
+        start, last_eval = checkpoint.restore(self) if resume else (0, None)
+        if last_eval is None:  # a fresh start
+            self.logger.write_config({"method": self.method.name, "models": self.models_held, **self.cfg.to_dict()})
+            last_eval = self.evaluate(0, self.tcfg.eval_k)
+            self.logger.log(last_eval)
+        bar = tqdm(range(start, steps), initial=start, total=steps, desc=self.method.name,
+                   disable=not self.show_progress, leave=False)
         for step in bar:
             try:
                 row, batch = self.train_step(step)
-            except FloatingPointError:
-                raise UserError(f"method '{self.method.name}' produced a non-finite loss at step {step}: "
-                                "lower the learning rate or check the rewards") from None
+            except FloatingPointError as e:  # nothing of this step was logged or applied
+                ckpt = checkpoint.latest(self.logger.dir)
+                kept = f"last checkpoint {ckpt} intact" if ckpt else "no checkpoint yet"
+                raise UserError(f"method '{self.method.name}' produced non-finite {e} at step {step}: "
+                                f"lower the learning rate or check the rewards ({kept})") from None
             self.logger.log(row)
             if self.tcfg.sample_every and step % self.tcfg.sample_every == 0:
                 self.logger.samples(step, self._sample_rows(batch))
             done = step + 1
             if (self.tcfg.eval_every and done % self.tcfg.eval_every == 0) or done == steps:
-                last_eval = self.evaluate(done)
+                last_eval = self.evaluate(done, self.tcfg.eval_k if done == steps else 0)
                 self.logger.log(last_eval)
+            if self.tcfg.checkpoint_every and done % self.tcfg.checkpoint_every == 0 and done < steps:
+                checkpoint.save(self, done, last_eval)
             post = {"acc": f"{last_eval['eval_accuracy']:.2f}"}
             if "reward_mean" in row:
                 post["reward"] = f"{row['reward_mean']:.2f}"

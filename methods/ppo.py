@@ -101,7 +101,7 @@ class PPO(Method):
         ev = explained_variance(values, returns, mask)
         if ev is not None:  # undefined when every return is equal (e.g. all rewards 0 and β = 0)
             self.record(explained_var=ev)
-        d["advantages"] = whiten(adv, mask) if c.whiten else adv
+        d["advantages"] = whiten(adv, mask, all_sum=self.ctx.all_sum) if c.whiten else adv
         d["returns"], d["values_old"] = returns, values
 
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:

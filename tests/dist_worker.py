@@ -29,7 +29,7 @@ CONFIGS = {
     **{f"grpo/{mode}": ("grpo", {"aggregation": mode}, {}) for mode in AGGREGATIONS},
     "grpo/micro-batches": ("grpo", {}, {"micro_batch_size": 2}),  # gradient accumulation under no_sync
     "sft": ("sft", {}, {}),
-    "ppo": ("ppo", {"whiten": False}, {}),  # (whitening uses the local batch's moments: not split-invariant)
+    "ppo": ("ppo", {}, {}),  # whitening included: its moments are all-reduced
 }
 TASK = {"digits": 1, "n_demos": 32, "n_heldout": 8}
 

@@ -17,7 +17,8 @@ def tok():
 
 def make_ppo(tok, **cfg) -> PPO:
     policy = build_tiny_llama(tok, ModelConfig(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32))
-    ctx = SimpleNamespace(policy=policy, cfg=SimpleNamespace(train=SimpleNamespace(temperature=1.0)))
+    ctx = SimpleNamespace(policy=policy, cfg=SimpleNamespace(train=SimpleNamespace(temperature=1.0)),
+                          all_sum=lambda t: t)  # one process
     return PPO(PPOConfig(**cfg), ctx)
 
 
