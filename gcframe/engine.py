@@ -82,16 +82,80 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+MIN_SHARED_TOKENS = 128
+"""Share a group's prompt pass only when it saves at least this many prompt tokens: below that the extra forward
+call costs more than it saves (tiny models on a CPU; experiments/benchmark.py)."""
+
+
+def shared_prompts(batch: Batch) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(first [U], inverse [N]) when the rows of every group share one prompt and sharing saves MIN_SHARED_TOKENS
+    (G completions of a prompt, DPO pairs): row i's prompt is row first[inverse[i]]'s. Else None."""
+    gids, P, least = batch.group_ids, batch.prompt_ids.shape[1], max(MIN_SHARED_TOKENS, 1)
+    if (len(gids) - 1) * P < least:  # even one prompt for all rows would save too little
+        return None
+    uniq, inv = torch.unique(gids, return_inverse=True)
+    if (len(gids) - len(uniq)) * P < least:
+        return None
+    rows = torch.arange(len(gids), device=gids.device)
+    first = torch.full((len(uniq),), len(gids), device=gids.device).scatter_reduce(0, inv, rows, "amin")  # [U]
+    src = first[inv]  # [N]
+    same = torch.equal(batch.prompt_ids, batch.prompt_ids[src]) and torch.equal(batch.prompt_mask,
+                                                                                 batch.prompt_mask[src])
+    return (first, inv) if same else None
+
+
+def cache_kwarg(model) -> str:
+    """The name under which this transformers version's forward takes a KV cache (`cache` since 5.x)."""
+    import inspect
+
+    from transformers import PreTrainedModel
+
+    roots = [model, *getattr(model, "_policy", [])]  # modeling.AdapterDisabled holds the policy outside its tree
+    base = next((m for r in roots for m in r.modules() if isinstance(m, PreTrainedModel)), model)  # under PEFT/DDP
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def prefix_shared_logits(model, batch: Batch, first: torch.Tensor, inv: torch.Tensor):
+    """Logits [N, T, V] predicting the completion tokens, the prompt computed once per group: the prompt's keys and
+    values depend on the prompt alone (causal attention), so one pass over the U distinct prompts, its KV cache
+    gathered to the N rows, then one pass over the completions is the same function (gradient included: the
+    gather sums the rows' gradients into their prompt) with U·P instead of N·P prompt tokens. None when the model
+    filled no cache (e.g. gradient checkpointing turns it off)."""
+    from transformers import DynamicCache
+
+    P, T = batch.prompt_ids.shape[1], batch.completion_ids.shape[1]
+    cache, key = DynamicCache(), cache_kwarg(model)
+    pm = batch.prompt_mask[first]  # [U, P]
+    head = model(input_ids=batch.prompt_ids[first], attention_mask=pm, position_ids=position_ids(pm),
+                 use_cache=True, logits_to_keep=1, **{key: cache}).logits  # [U, 1, V]: predicts o_0
+    if cache.get_seq_length() != P:
+        return None
+    cache.batch_select_indices(inv)  # [U, ...] -> [N, ...]
+    attn = batch.attention_mask  # [N, P+T]
+    tail = model(input_ids=batch.completion_ids, attention_mask=attn, position_ids=position_ids(attn)[:, P:],
+                 use_cache=True, logits_to_keep=T, **{key: cache}).logits  # [N, T, V]: position t predicts o_{t+1}
+    return torch.cat([head[inv], tail[:, :-1]], dim=1)  # [N, T, V]
+
+
 def token_logprobs(model, batch: Batch, temperature: float = 1.0, with_entropy: bool = False):
     """log π_θ(o_t | q, o_<t) for every completion token -> logp [N, T] (and entropy [N, T], no grad).
 
-    Only the last T+1 positions' logits are computed: position P-1+t predicts completion token t.
+    Only the last T+1 positions' logits are computed: position P-1+t predicts completion token t. Rows that share
+    a prompt (groups, pairs) share its forward pass (`prefix_shared_logits`; not under DDP, which allows one
+    forward per backward, nor with gradient checkpointing, which turns the KV cache off).
     """
     T = batch.completion_ids.shape[1]
     attn = batch.attention_mask  # [N, P+T]
-    out = model(input_ids=batch.input_ids, attention_mask=attn, position_ids=position_ids(attn),
-                logits_to_keep=T + 1, use_cache=False)
-    logits = out.logits[:, :-1]  # [N, T, V]
+    shared = shared_prompts(batch)
+    if shared is not None and (isinstance(model, torch.nn.parallel.DistributedDataParallel) or (model.training and any(
+            getattr(m, "gradient_checkpointing", False) is True for m in model.modules()))  # it turns the cache off
+            or getattr(getattr(model, "config", None), "_attn_implementation", "sdpa") != "sdpa"):
+        shared = None  # (eager attention gave NaN gradients through the gathered cache in float64: sdpa only)
+    logits = prefix_shared_logits(model, batch, *shared) if shared is not None else None
+    if logits is None:
+        out = model(input_ids=batch.input_ids, attention_mask=attn, position_ids=position_ids(attn),
+                    logits_to_keep=T + 1, use_cache=False)
+        logits = out.logits[:, :-1]  # [N, T, V]
     logits = (logits if logits.dtype == torch.float64 else logits.float()) / temperature
     logp = logits.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)  # [N, T]
     logp = logp * batch.completion_mask  # padding contributes exactly 0

@@ -1,0 +1,50 @@
+"""experiments/benchmark.py: its smallest run writes every ratio (keys and shapes, not timing values), and the TRL
+comparison reports a failure instead of a number."""
+import json
+
+import pytest
+
+from experiments import benchmark, benchmark_trl
+
+
+def test_smallest_run_writes_every_ratio(tmp_path):
+    out = tmp_path / "bench.json"
+    rc = benchmark.main(["--sizes", "small", "--methods", "grpo,ppo", "--steps", "1", "--silent", "--out", str(out)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    r = res["ratios"]
+    assert set(r) >= {"limit", "grpo_vs_ppo", "engine_vs_ce"}
+    assert set(r["limit"]["small"]) == {"grpo", "ppo"}
+    assert set(r["grpo_vs_ppo"]["small"]) == {"peak_memory", "peak_rss_total", "peak_cuda", "step_time"}
+    assert isinstance(r["engine_vs_ce"]["small"], float)
+    for name in ("grpo", "ppo"):
+        m = res["methods"]["small"][name]
+        assert set(m["phases_s"]) == {"generate", "score", "collect_other", "ref_old_logprobs_prepare",
+                                      "policy_update", "critic_update", "other"}
+        assert {"generate", "reference_forward", "policy_update"} <= set(m["essential_s"])
+        assert m["peak_rss_mb"] >= m["peak_rss_increase_mb"] > 0
+    assert {"critic_forward", "critic_update"} <= set(res["methods"]["small"]["ppo"]["essential_s"])
+    assert res["methods"]["small"]["ppo"]["models"]["critic"] > 0
+
+
+def test_vs_trl_reports_what_failed(monkeypatch):
+    def fail(fn, *args):
+        raise RuntimeError("trl_run('grpo', 'small') failed:\nImportError: no TRL here")
+
+    monkeypatch.setattr(benchmark_trl, "isolated", fail)
+    plan = benchmark.QUICK
+    res = benchmark_trl.compare_with_trl(["small"], {"small": "unused"}, plan, 1, lambda *a: None, 0.0)
+    assert set(res["small"]) == set(benchmark_trl.METHODS)
+    for v in res["small"].values():
+        assert v["ratio"] is None and "no TRL here" in v["error"]
+
+
+def test_project_and_trl_settings_match():
+    """Every compared method has the project options its TRL configuration mirrors."""
+    assert set(benchmark_trl.PROJECT_OPTS) == set(benchmark_trl.METHODS)
+    assert benchmark_trl.PROJECT_OPTS["grpo"]["grpo"]["aggregation"] == "seq-mean-token-mean"  # TRL loss_type=grpo
+
+
+@pytest.mark.parametrize("completion,wrong", [("46;102", "46;103"), ("9", "0"), ("", "1")])
+def test_rejected_completion_differs(completion, wrong):
+    assert benchmark._wrong(completion) == wrong

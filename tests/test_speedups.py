@@ -1,0 +1,114 @@
+"""The engine's speed-ups change no result: a group's prompt computed once (log-probs and their gradients, and
+generation's prefill), prompts tokenised in one call, fused AdamW; and a step reports its phase times."""
+import tempfile
+
+import pytest
+import torch
+
+from gcframe import engine, sampling
+from gcframe.modeling import ModelConfig, build_char_tokenizer, build_tiny_llama
+from gcframe.sampling import encode_completion, encode_completions, encode_prompt, encode_prompts, make_batch
+from gcframe.trainer import adamw
+
+TINY = ModelConfig(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64)
+
+
+@pytest.fixture()
+def always_share(monkeypatch):
+    monkeypatch.setattr(engine, "MIN_SHARED_TOKENS", 0)  # share even the tiny batches of a test
+
+
+def _groups(tok):
+    # prompts of different lengths (left padding), groups of unequal size, rows of a group not adjacent
+    prompts = ["12+3=", "7+7=", "12+3=", "7+7=", "12+3=", "1=", "1="]
+    comps = ["15", "14", "1", "", "153;", "1", "22"]
+    return (make_batch(tok, prompts, comps, group_ids=[0, 1, 0, 1, 0, 2, 2]),
+            make_batch(tok, prompts, comps))  # one group per row: the plain full-sequence forward
+
+
+def test_shared_prompt_logprobs_and_gradients_equal_the_full_forward(always_share):
+    tok = build_char_tokenizer()
+    model = build_tiny_llama(tok, TINY).double()
+    grouped, single = _groups(tok)
+    assert engine.shared_prompts(grouped) is not None and engine.shared_prompts(single) is None
+    w = torch.arange(1.0, 8.0, dtype=torch.float64).unsqueeze(1)  # a different weight per row
+    outs = []
+    for b in (grouped, single):
+        logp, ent = engine.token_logprobs(model, b, temperature=0.7, with_entropy=True)
+        grads = torch.autograd.grad((w * logp).sum(), list(model.parameters()))
+        outs.append((logp, ent, grads))
+    (lp1, e1, g1), (lp2, e2, g2) = outs
+    torch.testing.assert_close(lp1, lp2, rtol=0, atol=1e-12)
+    torch.testing.assert_close(e1, e2, rtol=0, atol=1e-12)
+    for a, b in zip(g1, g2):  # HF's RMSNorm computes in float32 even for a float64 model: ~1e-7 relative
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_shared_prompts_only_when_a_group_really_shares_its_prompt(always_share, monkeypatch):
+    tok = build_char_tokenizer()
+    mixed = make_batch(tok, ["1+1=", "2+2="], ["2", "4"], group_ids=[0, 0])  # one group, two prompts
+    assert engine.shared_prompts(mixed) is None
+    same = make_batch(tok, ["1+1=", "1+1="], ["2", "3"], group_ids=[0, 0])
+    first, inv = engine.shared_prompts(same)
+    assert first.tolist() == [0] and inv.tolist() == [0, 0]
+    # saves 1 row x 5 prompt tokens (<bos>1+1=) = 5 tokens: below a threshold of 6 nothing is shared
+    monkeypatch.setattr(engine, "MIN_SHARED_TOKENS", 6)
+    assert engine.shared_prompts(same) is None
+
+
+def test_shared_prefill_generation_has_the_same_logits(always_share):
+    torch.manual_seed(0)
+    tok = build_char_tokenizer()
+    model = build_tiny_llama(tok, TINY).eval()
+    n = 3
+    rows = [ids for ids in encode_prompts(tok, ["12+34=", "5=", "99+1="]) for _ in range(n)]
+    from gcframe.batch import pad_left
+
+    ids, mask = pad_left(rows, tok.pad_token_id)
+    kw = dict(input_ids=ids, attention_mask=mask, max_new_tokens=6, do_sample=False, top_k=None, top_p=None,
+              temperature=None, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+              output_logits=True, return_dict_in_generate=True)
+    with torch.no_grad():
+        shared = sampling.shared_prefill(model, ids[::n], mask[::n], n)
+        assert shared  # a cache was built
+        a = model.generate(**kw, **shared)
+        b = model.generate(**kw)
+    assert torch.equal(a.sequences, b.sequences)
+    for la, lb in zip(a.logits, b.logits):
+        torch.testing.assert_close(la, lb, rtol=1e-5, atol=1e-5)
+
+
+def test_batched_encoding_is_the_per_text_encoding():
+    tok = build_char_tokenizer()
+    texts = ["12+34=", "", " a\nb", "46;102"]
+    assert encode_prompts(tok, texts) == [encode_prompt(tok, t) for t in texts]
+    assert encode_completions(tok, texts) == [encode_completion(tok, t) for t in texts]
+    assert encode_prompts(tok, []) == []
+
+
+def test_fused_adamw_takes_the_same_step():
+    torch.manual_seed(0)
+    p, q = torch.nn.Parameter(torch.randn(5)), None
+    q = torch.nn.Parameter(p.detach().clone())
+    opts = [adamw([p], lr=0.1, weight_decay=0.01), torch.optim.AdamW([q], lr=0.1, weight_decay=0.01)]
+    for _ in range(3):
+        for x, o in zip((p, q), opts):
+            x.grad = torch.linspace(-1, 1, 5)
+            o.step()
+    torch.testing.assert_close(p, q)
+
+
+@pytest.mark.parametrize("method,phases", [("grpo", {"generate", "score"}), ("ppo", {"generate", "score", "critic"})])
+def test_a_step_reports_its_phase_times(method, phases):
+    from experiments.benchmark import SIZES, Size, build_base, make_trainer
+
+    size = Size("test", 32, 2, 4, 64, prompts=2, group=2, new_tokens=4)
+    with tempfile.TemporaryDirectory() as tmp:
+        build_base(size, f"{tmp}/base")
+        tr = make_trainer(method, size, f"{tmp}/base", f"{tmp}/run", steps=1)
+        row, _ = tr.train_step(0)
+        tr.logger.close()
+    for k in ("collect", "prepare", "update", *phases):
+        assert row[f"time_{k}"] >= 0.0
+    assert row["time_generate"] <= row["time_collect"]
+    assert set(SIZES) == {"small", "compute"}
