@@ -1,14 +1,23 @@
 """Head to head: every method from one cached SFT base, on the same prompts, at an equal budget.
 
-    python experiments/compare.py                         # the default comparison (all methods, 1 seed)
+    python experiments/compare.py                         # the default comparison (configs/default.yaml)
     python experiments/compare.py --quick --methods sft   # a smoke run
-    python experiments/compare.py --config experiments/configs/deepseekmath_5_2.yaml --seeds 0,1,2
+    python experiments/compare.py --config experiments/configs/deepseekmath_5_2.yaml
+    python experiments/compare.py --resume OUT            # continue a killed comparison from its checkpoints
+    accelerate launch --multi_gpu --num_processes 2 experiments/compare.py --quick   # data parallel (CPU: gloo)
+
+A config's `run: {methods: [...], seeds: [...]}` section says what to run (flags override it). A method key
+`name@variant` (e.g. `grpo@beta0`, options under `methods: {grpo@beta0: {beta: 0.0}}`) runs method `name` with
+those options over `methods.name`'s and is reported under the variant's label.
 
 Output (OUT = --out, default runs/compare-<time>):
     OUT/config.yaml                       the resolved configuration
     OUT/<method>/seed<k>/metrics.jsonl    one JSON object per step (training rows and evaluation rows)
     OUT/<method>/seed<k>/samples.jsonl    prompts, completions and rewards a person can read
+    OUT/<method>/seed<k>/checkpoints/     the latest resumable checkpoint (every train.checkpoint_every steps)
     OUT/summary.csv                       one row per method and seed, with final held-out accuracy
+    OUT/gc_view.json                      the per-token GC of every method on one probe set (analysis.gc_view)
+    OUT/report/summary.md, *.png          the report (analysis.report; rerun: python -m analysis.report OUT)
 """
 from __future__ import annotations
 
@@ -23,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from gcframe.errors import UserError, cli_entry  # noqa: E402
 
+DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "default.yaml"  # used when no --config is given
+
 QUICK = {  # a smoke configuration: tiny SFT base, few steps, small batches
     "task": {"n_heldout": 100},
     "sft_base": {"steps": 300, "batch_size": 64},
@@ -34,16 +45,21 @@ QUICK = {  # a smoke configuration: tiny SFT base, few steps, small batches
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("--config", help="YAML file (experiments/configs/*.yaml); flags below override it")
-    p.add_argument("--methods", help="comma-separated method names (default: every registered method)")
+    p.add_argument("--config", help="YAML file (experiments/configs/*.yaml; default: configs/default.yaml); "
+                   "flags below override it")
+    p.add_argument("--methods", help="comma-separated method names or name@variant labels (default: the "
+                   "config's run.methods, else every registered method)")
     p.add_argument("--steps", type=int, help="training steps per method")
-    p.add_argument("--seeds", default=None, help="comma-separated seeds, e.g. 0,1,2 (default: the config's seed)")
+    p.add_argument("--seeds", default=None, help="comma-separated seeds, e.g. 0,1,2 (default: the config's "
+                   "run.seeds, else its seed)")
     p.add_argument("--out", help="output folder (default: runs/compare-<time>)")
     p.add_argument("--model", help="start from this Hugging Face causal-LM directory or hub name")
     p.add_argument("--quick", action="store_true", help="a smoke configuration that finishes in minutes")
     p.add_argument("--list-methods", action="store_true", help="print the registered method names and exit")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--resume", metavar="OUT", help="continue the killed comparison in OUT with OUT/config.yaml: "
+                   "finished runs are kept, the interrupted one continues from its latest checkpoint")
     return p.parse_args(argv)
 
 
@@ -51,7 +67,17 @@ def build_config(args):
     """Built-in defaults <- --config YAML <- --quick <- flags; validated before anything is written."""
     from gcframe.config import from_dict, load_yaml, merge
 
-    raw = load_yaml(args.config) if args.config else {}
+    raw = resumed_config(args) if args.resume else load_yaml(args.config or DEFAULT_CONFIG)
+    run = raw.pop("run", None) or {}  # compare.py's own section: which methods and seeds to run
+    if not isinstance(run, dict) or set(run) - {"methods", "seeds"}:
+        raise UserError(f"config section 'run' must be a mapping with keys methods and/or seeds, got {run!r}")
+    if args.methods is None and run.get("methods"):
+        if not isinstance(run["methods"], list) or not all(isinstance(m, str) for m in run["methods"]):
+            raise UserError(f"run.methods must be a list of method names, got {run['methods']!r}")
+        args.methods = ",".join(run["methods"])
+    if args.seeds is None and run.get("seeds") is not None:
+        seeds = run["seeds"] if isinstance(run["seeds"], list) else [run["seeds"]]
+        args.seeds = ",".join(str(s) for s in seeds)
     if args.quick:
         raw = merge(raw, QUICK)
     if args.steps is not None:
@@ -66,25 +92,60 @@ def build_config(args):
     return cfg, seeds
 
 
+def resumed_config(args) -> dict:
+    """The configuration a --resume'd comparison was started with (OUT/config.yaml); sets methods, seeds, out."""
+    from gcframe.config import load_yaml
+
+    given = [f"--{k.replace('_', '-')}" for k in ("config", "methods", "steps", "seeds", "out", "model", "quick",
+                                                   "overwrite") if getattr(args, k)]
+    if given:
+        raise UserError(f"--resume takes the configuration from {args.resume}/config.yaml: drop {', '.join(given)}")
+    if not (Path(args.resume) / "config.yaml").is_file():
+        raise UserError(f"--resume {args.resume}: no config.yaml there, so it is not a compare.py output folder")
+    raw = load_yaml(Path(args.resume) / "config.yaml")
+    args.methods = ",".join(raw.pop("methods_run", []))
+    args.seeds = ",".join(str(s) for s in raw.pop("seeds", []))
+    args.out = args.resume
+    return raw
+
+
+def run_config(cfg, label: str, seed: int):
+    """(method name, RunConfig) of one run: `name@variant` runs `name` with methods[label] over methods[name]."""
+    name = label.split("@", 1)[0]
+    run_cfg = copy.deepcopy(cfg)
+    run_cfg.seed = seed
+    if name != label:
+        run_cfg.methods[name] = {**cfg.methods.get(name, {}), **cfg.methods[label]}
+    return name, run_cfg
+
+
 def method_names(args, cfg) -> list[str]:
+    """The labels to run (method names or name@variant), each checked against its method's Config."""
     from methods import REGISTRY, get_method
 
     names = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else list(REGISTRY)
     if not names:
         raise UserError("--methods is empty: give method names such as sft,grpo (see --list-methods)")
-    for name in names:
+    for label in names:
+        if "@" in label and label not in cfg.methods:
+            raise UserError(f"variant '{label}' has no options: add `methods: {{{label}: {{...}}}}` to the config")
+        name, run_cfg = run_config(cfg, label, cfg.seed)
         cls = get_method(name)  # unknown name -> the known names
-        cls.Config.from_dict(cfg.methods.get(name, {}), name)
+        cls.Config.from_dict(run_cfg.methods.get(name, {}), label)
         if cls.needs_groups and cfg.train.group_size < 2:
             raise UserError(f"method '{name}' needs train.group_size >= 2 (groups of completions per prompt), "
                             f"got {cfg.train.group_size}")
-    for name in cfg.methods:
-        get_method(name)
+    for key in cfg.methods:
+        get_method(key.split("@", 1)[0])
+    if len(set(names)) < len(names):
+        raise UserError(f"a method is listed twice in {','.join(names)}: each label runs once")
     return names
 
 
 def prepare_out(args, accelerator) -> Path:
     out = Path(args.out or f"runs/compare-{time.strftime('%Y%m%d-%H%M%S')}")
+    if args.resume:
+        return out  # checked by resumed_config
     if out.exists() and any(out.iterdir()) and not args.overwrite:
         raise UserError(f"output folder '{out}' already exists: choose another --out or pass --overwrite")
     if accelerator.is_main_process:
@@ -98,6 +159,10 @@ def prepare_out(args, accelerator) -> Path:
 @cli_entry
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.no_progress:
+        import datasets
+
+        datasets.disable_progress_bars()  # "Generating train split" while a local dataset is read
     if args.list_methods:
         from methods import REGISTRY
 
@@ -106,30 +171,43 @@ def main(argv=None) -> int:
     cfg, seeds = build_config(args)
     names = method_names(args, cfg)
 
-    from accelerate import Accelerator
-
-    from gcframe import pipeline
+    from gcframe import checkpoint, pipeline
     from gcframe.runlog import write_yaml
-    from gcframe.trainer import Trainer
+    from gcframe.trainer import Trainer, make_accelerator
 
     cfg, task = pipeline.prepare(cfg)
-    acc = Accelerator()
+    acc = make_accelerator()
     out = prepare_out(args, acc)
     show = not args.no_progress
-    if acc.is_main_process:
+    if acc.is_main_process and not args.resume:
         write_yaml(out / "config.yaml", {"methods_run": names, "seeds": seeds, **cfg.to_dict()})
     base_dir, base_info = pipeline.sft_base(cfg, task, acc, show_progress=show)
     acc.print(f"SFT base: {base_dir} (held-out accuracy {base_info.get('eval_accuracy', float('nan')):.3f})")
+    rm = None
+    if cfg.train.reward == "reward_model":  # the seed's stage 2: r_φ trained once on preferences (cached)
+        import json
+
+        from gcframe.reward_model import load_or_train
+
+        rm, rm_info = load_or_train(cfg, task, base_dir, acc, show_progress=show)
+        acc.print(f"reward model: held-out pairwise accuracy {rm_info['heldout_accuracy']:.3f} "
+                  f"({rm_info['preferences']['train_pairs']} training pairs, {rm_info['train_time_s']:.0f} s)")
+        if acc.is_main_process:
+            (out / "reward_model.json").write_text(json.dumps(rm_info, indent=1))
 
     rows = []
-    for name in names:
+    for label in names:
         for seed in seeds:
-            run_cfg = copy.deepcopy(cfg)
-            run_cfg.seed = seed
-            trainer = Trainer(run_cfg, name, out / name / f"seed{seed}", base_dir, task, acc, show_progress=show)
-            res = trainer.fit()
-            rows.append({"method": name, "seed": seed, "base_accuracy": base_info.get("eval_accuracy"), **res})
-            acc.print(f"{name:>12} seed {seed}: held-out accuracy {res['final_accuracy']:.3f} "
+            name, run_cfg = run_config(cfg, label, seed)
+            run_dir = out / label / f"seed{seed}"
+            res = checkpoint.finished(run_dir, run_cfg.train.steps) if args.resume else None
+            if res is None:
+                trainer = Trainer(run_cfg, name, run_dir, base_dir, task, acc, show_progress=show,
+                                  reward_model=rm)
+                res = trainer.fit(resume=bool(args.resume))
+                del trainer
+            rows.append({"method": label, "seed": seed, "base_accuracy": base_info.get("eval_accuracy"), **res})
+            acc.print(f"{label:>12} seed {seed}: held-out accuracy {res['final_accuracy']:.3f} "
                       f"({res['steps']} steps, {res['time_s']:.0f} s)")
     if acc.is_main_process:
         import pandas as pd
@@ -141,6 +219,13 @@ def main(argv=None) -> int:
             final_std=("final_accuracy", "std"), seeds=("seed", "count"), time_s=("time_s", "mean"))
         print("\n" + table.to_string(float_format=lambda v: f"{v:.3f}"))
         print(f"\nresults: {out}/summary.csv; runs: {out}/<method>/seed<k>/metrics.jsonl")
+    from analysis import gc_view
+
+    gc_view.save(out, [(label, *run_config(cfg, label, seeds[0])) for label in names], base_dir, task, acc)
+    if acc.is_main_process:
+        from analysis.report import write_report
+
+        print(f"report: {write_report(out)}")
     return 0
 
 

@@ -1,4 +1,9 @@
-"""Held-out evaluation: greedy accuracy, and from k samples per problem pass@1, pass@k and maj@k."""
+"""Held-out evaluation: greedy accuracy, and from k samples per problem pass@1, pass@k and maj@k.
+
+maj@k is majority voting over the k extracted answers (self-consistency, DeepSeekMath §5.2 reports it beside
+pass@k: RL that sharpens the output distribution raises maj@k but not pass@k). An optional `on_samples` hook sees
+each batch of sampled completions and returns more sums to add (the trainer's KL to π_ref and proxy reward).
+"""
 from __future__ import annotations
 
 from collections import Counter
@@ -7,6 +12,10 @@ import torch
 
 from gcframe.sampling import Generator
 
+COUNT_KEYS = ("n", "greedy_correct", "pass1_correct", "passk_correct", "majk_correct",
+              "kl_sum", "kl_tokens", "proxy_sum", "proxy_n")
+"""Every sum `evaluate` may return (with its hook): a fixed list, so processes reduce the same vector."""
+
 
 def _chunks(rows: list[dict], size: int):
     for i in range(0, len(rows), size):
@@ -14,7 +23,8 @@ def _chunks(rows: list[dict], size: int):
 
 
 @torch.no_grad()
-def evaluate(model, generator: Generator, task, rows: list[dict], k: int = 0, batch_size: int = 256) -> dict:
+def evaluate(model, generator: Generator, task, rows: list[dict], k: int = 0, batch_size: int = 256,
+             on_samples=None) -> dict:
     """Counts over `rows` (held-out problems): greedy correct, and with k > 0 sampled pass@1 / pass@k / maj@k.
 
     Returns sums (not means) so that shards from several processes can be added before dividing by `n`.
@@ -26,6 +36,8 @@ def evaluate(model, generator: Generator, task, rows: list[dict], k: int = 0, ba
         out["greedy_correct"] += sum(task.verify(t["completion"], r["answer"]) for t, r in zip(greedy.texts, chunk))
         if k > 0:
             sampled = generator.generate(model, prompts, n=k)
+            if on_samples is not None:
+                out.update(on_samples(sampled))  # Counter.update adds the sums
             for j, r in enumerate(chunk):
                 comps = [t["completion"] for t in sampled.texts[j * k:(j + 1) * k]]
                 ok = [bool(task.verify(c, r["answer"])) for c in comps]
@@ -46,4 +58,8 @@ def rates(counts: dict, k: int = 0) -> dict:
     if k > 0:
         res.update(eval_pass1=counts.get("pass1_correct", 0) / n, eval_passk=counts.get("passk_correct", 0) / n,
                    eval_majk=counts.get("majk_correct", 0) / n)
+    if counts.get("kl_tokens"):  # per-token k3 mean over the policy's own samples
+        res["eval_kl_ref"] = counts["kl_sum"] / counts["kl_tokens"]
+    if counts.get("proxy_n"):  # mean r_φ of the same samples
+        res["eval_proxy_reward"] = counts["proxy_sum"] / counts["proxy_n"]
     return res

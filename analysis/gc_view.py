@@ -1,0 +1,157 @@
+"""The GC view: the per-token gradient coefficient every method assigns to one fixed probe set of completions.
+
+Each method is built on the SFT base exactly as a run builds it (through the Trainer), handed the same probe
+batch with known rewards, and asked for GC after the engine's once-per-batch work (log π_ref when the method
+uses a reference, then `method.prepare`). θ = θ_old = the SFT base, so every ratio is 1 and the view shows the
+methods' weighting of the tokens, not an optimisation state:
+
+    GC[i, t] = method.coefficients(probe, log π_θ(o_t | q, o_<t))          [N, T]
+
+The probe: a few held-out prompts, each with four completions built from the gold steps (all right; right steps
+but a wrong answer; a wrong step but the right answer; all wrong), so outcome and process supervision disagree on
+some rows. Rewards are the outcome verifier's (1/0); step rewards come from the step verifier. A preference-pair
+method (DPO) gets the rows it can pair (one right, one wrong per prompt); the others are blank in its view.
+
+`save(out, runs, base_dir, task, acc)` writes OUT/gc_view.json, which analysis.report draws.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from gcframe.batch import Batch
+from gcframe.engine import token_logprobs
+from gcframe.rewards import process_rewards, score
+from gcframe.sampling import make_batch
+
+PAIR_METHODS = ("dpo",)
+"""Methods whose data are preference pairs: every group must be one chosen and one rejected sequence."""
+
+
+def _bump(field: str, by: int) -> str:
+    return str(int(field) + by) if field.strip().lstrip("-").isdigit() else field + "0"
+
+
+def probe_texts(task, n_prompts: int = 3) -> list[dict]:
+    """Four completions of each of `n_prompts` held-out prompts, built from the gold steps s_1..s_K:
+    [s, s with a wrong answer, s with a wrong first step (K > 1; else another wrong answer), all steps wrong],
+    and for the second prompt only wrong answers (a zero-variance group for outcome rewards)."""
+    out = []
+    for g in range(min(n_prompts, len(task.heldout))):
+        row = task.heldout[g]
+        s = list(row["steps"])
+        all_wrong = [_bump(x, 1) for x in s[:-1]] + [_bump(s[-1], 11)]
+        if g == 1:  # every answer wrong, but some steps right: outcome rewards are flat, step rewards are not
+            variants = [s[:-1] + [_bump(s[-1], 1)], s[:-1] + [_bump(s[-1], 2)],
+                        [_bump(x, 10) for x in s[:-1]] + [_bump(s[-1], 3)], all_wrong]
+        else:
+            first_wrong = [_bump(s[0], 10)] + s[1:]  # K > 1: the answer stays right; K = 1: a wrong answer
+            variants = [s, s[:-1] + [_bump(s[-1], 1)], first_wrong, all_wrong]
+        for v in variants:
+            out.append({"prompt": row["prompt"], "completion": ";".join(v), "answer": row["answer"],
+                        "steps": s, "group": g})
+    return out
+
+
+def probe_batch(task, tok, n_prompts: int = 3) -> Batch:
+    """The probe as a Batch: rewards/correct [N] from the outcome verifier, step_rewards/step_mask [N, T]."""
+    texts = probe_texts(task, n_prompts)
+    batch = make_batch(tok, [t["prompt"] for t in texts], [t["completion"] for t in texts],
+                       [t["group"] for t in texts], texts)
+    score(batch, task, tok, "verifier")
+    batch.data["step_rewards"], batch.data["step_mask"] = process_rewards(batch, task, tok)
+    return batch
+
+
+def pair_rows(batch: Batch) -> tuple[Batch, list[int]]:
+    """Rows of the probe paired within each prompt (k-th right with k-th wrong) as a preference batch:
+    group id = pair, data["is_chosen"] = 1 on the right one. Returns it and the probe row of each of its rows."""
+    rows = []
+    correct = batch.data["correct"].tolist()
+    for g in torch.unique(batch.group_ids).tolist():
+        idx = [i for i in range(len(batch)) if int(batch.group_ids[i]) == g]
+        good, bad = [i for i in idx if correct[i] > 0], [i for i in idx if correct[i] <= 0]
+        for a, b in zip(good, bad):
+            rows += [a, b]
+    sub = batch[torch.tensor(rows, dtype=torch.long)]
+    sub.group_ids = torch.arange(len(rows) // 2).repeat_interleave(2)
+    sub.data["is_chosen"] = torch.tensor([1.0, 0.0]).repeat(len(rows) // 2)
+    return sub, rows
+
+
+@torch.no_grad()
+def method_gc(trainer, batch: Batch) -> torch.Tensor:
+    """GC [N, T] of the trainer's method on `batch`: the engine's once-per-batch work, prepare, coefficients."""
+    method, ctx, temp = trainer.method, trainer.ctx, trainer.tcfg.temperature
+    batch = batch.to(ctx.device)
+    if method.uses_reference:
+        batch.data["ref_logp"] = token_logprobs(ctx.reference, batch, temp)
+    method.prepare(batch)
+    logp = token_logprobs(trainer.policy, batch, temp)
+    gc = method.coefficients(batch, logp) * batch.completion_mask
+    method.pop_stats()
+    return gc.float().cpu()
+
+
+def compute(runs: list[tuple[str, str, object]], base_dir, task, accelerator, n_prompts: int = 3) -> dict:
+    """GC of every (label, method name, RunConfig) on the probe -> the gc_view.json dict."""
+    from gcframe.trainer import Trainer  # noqa: PLC0415 (imports methods; keep analysis importable alone)
+
+    note = ("Probe rewards are the outcome verifier's; θ = θ_old = π_ref = the SFT base (ratios 1, k3 KL gradient "
+            "0); DPO sees only the probe rows it can pair (right vs wrong, same prompt).")
+    result: dict = {"probe": None, "methods": {}, "errors": {}, "note": note}
+    row0 = task.heldout[0]
+    steps = row0.get("steps") or []
+    if not (steps and all(isinstance(x, str) for x in steps) and task.verify(";".join(steps), row0["answer"])):
+        result["note"] = "no GC view: the probe is built from arithmetic steps, which this task's verifier rejects"
+        return result
+    for label, name, cfg in runs:
+        try:  # a probe that one method cannot take must not lose the whole comparison's report
+            with tempfile.TemporaryDirectory() as tmp:
+                trainer = Trainer(cfg, name, Path(tmp) / "run", base_dir, task, accelerator, show_progress=False)
+                trainer.logger.close()
+            batch = probe_batch(task, trainer.tok, n_prompts)
+            if result["probe"] is None:
+                result["probe"] = _describe(batch, trainer.tok)
+            rows = list(range(len(batch)))
+            if name in PAIR_METHODS:
+                batch, rows = pair_rows(batch)
+            gc = method_gc(trainer, batch)
+            del trainer
+        except Exception as e:  # noqa: BLE001 — recorded in gc_view.json and printed, the report shows it
+            result["errors"][label] = f"{type(e).__name__}: {e}"
+            print(f"gc_view: {label}: {result['errors'][label]}", file=sys.stderr)
+            continue
+        per_row: list = [None] * len(result["probe"])
+        for j, i in enumerate(rows):
+            n = int(batch.completion_mask[j].sum())
+            per_row[i] = [round(float(v), 5) for v in gc[j, :n]]
+        result["methods"][label] = {"method": name, "gc": per_row}
+    return result
+
+
+def _describe(batch: Batch, tok) -> list[dict]:
+    out = []
+    for i, t in enumerate(batch.texts):
+        n = int(batch.completion_mask[i].sum())
+        ids = batch.completion_ids[i, :n].tolist()
+        tokens = ["•" if x == tok.eos_token_id else tok.decode([x]) for x in ids]
+        out.append({"prompt": t["prompt"], "completion": t["completion"], "group": int(batch.group_ids[i]),
+                    "reward": float(batch.data["rewards"][i]),
+                    "step_rewards": [float(batch.data["step_rewards"][i, k]) for k in range(n)
+                                     if batch.data["step_mask"][i, k] > 0],
+                    "tokens": tokens})
+    return out
+
+
+def save(out, runs: list[tuple[str, str, object]], base_dir, task, accelerator, n_prompts: int = 3) -> Path:
+    """Compute the GC view (on every process: building a method may be collective) and write OUT/gc_view.json."""
+    result = compute(runs, base_dir, task, accelerator, n_prompts)
+    path = Path(out) / "gc_view.json"
+    if accelerator.is_main_process:
+        path.write_text(json.dumps(result, indent=1))
+    return path

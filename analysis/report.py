@@ -1,0 +1,432 @@
+"""The head-to-head report of a compare.py run, from its logged files only.
+
+    python -m analysis.report OUT          # writes OUT/report/summary.md and OUT/report/*.png
+
+Reads OUT/summary.csv (method order, SFT-base accuracy), OUT/<method>/seed<k>/metrics.jsonl (training rows and
+evaluation rows; a torn last line is skipped), OUT/<method>/seed<k>/config.yaml and OUT/gc_view.json. A run that
+is still going (or crashed) is reported with what it logged.
+
+Figures: learning curves (held-out greedy accuracy against step, generated tokens and training wall time; one
+line per method, the band is the range over seeds), reward against KL to π_ref, time and memory per method, the
+GC view (analysis.gc_view) and, when some runs trained on the learned reward model r_φ, proxy reward, gold
+accuracy and KL over training (reward over-optimisation).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+import yaml  # noqa: E402
+
+from gcframe.errors import UserError, cli_entry  # noqa: E402
+from gcframe.runlog import read_jsonl  # noqa: E402
+
+DPI = 100
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+"""Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (1.96 beyond)."""
+
+
+# -- loading ---------------------------------------------------------------------------------------------------
+class Runs:
+    """Everything the report reads: training rows, evaluation rows, per-run configs, the GC view."""
+
+    def __init__(self, out: Path):
+        self.out = Path(out)
+        files = sorted(f for f in self.out.glob("*/seed*/metrics.jsonl") if f.parent.name[4:].isdigit())
+        if not files:
+            raise UserError(f"no runs under '{out}': expected {out}/<method>/seed<k>/metrics.jsonl "
+                            "(the output folder of experiments/compare.py)")
+        rows, self.configs = [], {}
+        for f in files:
+            method, seed = f.parent.parent.name, int(f.parent.name.removeprefix("seed"))
+            rows += [{**r, "method": method, "seed": seed} for r in read_jsonl(f)]
+            cfg_file = f.parent / "config.yaml"
+            self.configs[(method, seed)] = yaml.safe_load(cfg_file.read_text()) if cfg_file.exists() else {}
+        df = pd.DataFrame(rows)
+        if df.empty:
+            raise UserError(f"the runs under '{out}' have logged nothing yet: wait for the first step")
+        is_eval = df["eval_accuracy"].notna() if "eval_accuracy" in df else pd.Series(False, index=df.index)
+        # a resumed run may log a step twice: keep the latest row
+        self.eval = df[is_eval].drop_duplicates(["method", "seed", "step"], keep="last").dropna(axis=1, how="all")
+        self.train = df[~is_eval].drop_duplicates(["method", "seed", "step"], keep="last").dropna(axis=1, how="all")
+        summary = self.out / "summary.csv"
+        self.summary = pd.read_csv(summary) if summary.exists() else pd.DataFrame()
+        order = list(dict.fromkeys(self.summary["method"])) if "method" in self.summary else []
+        self.methods = [m for m in order if m in set(df["method"])] + sorted(set(df["method"]) - set(order))
+        self.n_runs = df.groupby(["method", "seed"]).ngroups
+        self.palette = dict(zip(self.methods, sns.color_palette("tab10", max(len(self.methods), 1))))
+        gc_file = self.out / "gc_view.json"
+        self.gc = json.loads(gc_file.read_text()) if gc_file.exists() else None
+        any_cfg = next(iter(self.configs.values()), {}) or {}
+        self.k = (any_cfg.get("train") or {}).get("eval_k", "k")
+
+    def final_eval(self) -> pd.DataFrame:
+        """The last evaluation row of every run (the end of training, or as far as it got)."""
+        return self.eval.sort_values("step").groupby(["method", "seed"], sort=False).tail(1)
+
+    def start_eval(self) -> pd.DataFrame:
+        """The step-0 evaluation rows: the SFT base, evaluated by every run with that run's seed."""
+        return self.eval[self.eval["step"] == 0]
+
+    def reward_source(self, method: str, seed: int) -> str:
+        return ((self.configs.get((method, seed)) or {}).get("train") or {}).get("reward", "verifier")
+
+
+# -- the summary table -------------------------------------------------------------------------------------------
+def mean_ci(values, signed: bool = False) -> str:
+    """'mean ± half-width of the 95% t-interval over seeds', or 'mean (n=1)'."""
+    v = [x for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    if not v:
+        return "–"
+    m = float(np.mean(v))
+    head = f"{m:+.3f}" if signed else f"{m:.3f}"
+    if len(v) == 1:
+        return f"{head} (n=1)"
+    t = T975[len(v) - 2] if len(v) - 1 <= len(T975) else 1.96
+    return f"{head} ± {t * float(np.std(v, ddof=1)) / math.sqrt(len(v)):.3f}"
+
+
+def _mean(df: pd.DataFrame, col: str, fmt: str = "{:.3f}") -> str:
+    if col not in df or df[col].isna().all():
+        return "–"
+    return fmt.format(df[col].mean())
+
+
+def summary_rows(runs: Runs) -> list[dict]:
+    k = runs.k
+    fin, train = runs.final_eval(), runs.train
+    last = train.sort_values("step").groupby(["method", "seed"]).tail(1) if len(train) else train
+    out = []
+    start = runs.start_eval()
+    if len(start):
+        out.append({"method": "SFT base (step 0)", "seeds": "–",  # greedy: the same for every seed
+                    "accuracy": _mean(start, "eval_accuracy"),
+                    f"maj@{k}": _mean(start, "eval_majk"), f"pass@{k}": _mean(start, "eval_passk"),
+                    "pass@1": _mean(start, "eval_pass1"), "KL to ref": "0", "train time (s)": "–",
+                    "peak RSS (MB)": "–", "generated tokens": "–"})
+    for m in runs.methods:
+        f, t = fin[fin["method"] == m], last[last["method"] == m] if len(last) else last
+        peak = train[train["method"] == m]["peak_rss_mb"] if "peak_rss_mb" in train else pd.Series(dtype=float)
+        steps = f["step"].unique()
+        tokens = _mean(t, "gen_tokens", "{:,.0f}")
+        pool = train[train["method"] == m]["pool_gen_tokens"] if "pool_gen_tokens" in train else pd.Series(dtype=float)
+        if pool.notna().any():  # RFT's offline pool, sampled from the frozen base before training
+            tokens += f" + {pool.groupby(train['seed']).sum().mean():,.0f} pool"
+        out.append({"method": m + ("" if len(steps) <= 1 else f" (steps {sorted(steps)})"), "seeds": str(len(f)),
+                    "accuracy": mean_ci(f["eval_accuracy"].tolist()),
+                    f"maj@{k}": _mean(f, "eval_majk"), f"pass@{k}": _mean(f, "eval_passk"),
+                    "pass@1": _mean(f, "eval_pass1"), "KL to ref": _mean(f, "eval_kl_ref", "{:.4f}"),
+                    "train time (s)": _mean(t, "time_s", "{:.0f}"),
+                    "peak RSS (MB)": f"{peak.max():.0f}" if len(peak) else "–",
+                    "generated tokens": tokens})
+    if "eval_proxy_reward" in runs.eval:  # runs trained on r_φ: its mean score of the held-out samples
+        for row, df in zip(out, ([start] if len(start) else []) + [fin[fin["method"] == m] for m in runs.methods]):
+            row["proxy r_φ"] = _mean(df, "eval_proxy_reward")
+    return out
+
+
+def delta_rows(runs: Runs) -> list[dict]:
+    """Change of every held-out metric from the SFT base (step 0) to the end, per method (mean over seeds)."""
+    start, fin, k = runs.start_eval(), runs.final_eval(), runs.k
+    cols = {"eval_accuracy": "Δ greedy", "eval_pass1": "Δ pass@1", "eval_majk": f"Δ maj@{k}",
+            "eval_passk": f"Δ pass@{k}"}
+    out = []
+    for m in runs.methods:
+        s, f = start[start["method"] == m], fin[fin["method"] == m]
+        row = {"method": m}
+        for col, name in cols.items():
+            ok = col in s and col in f and s[col].notna().any() and f[col].notna().any()
+            row[name] = f"{f[col].mean() - s[col].mean():+.3f}" if ok else "–"
+        out.append(row)
+    return out
+
+
+FINDINGS = [  # (method, compared with, what DeepSeekMath reports)
+    ("online_rft", "rft", "§5.2.1, Fig. 5: online RFT beats RFT (samples of the live policy, not the SFT model)"),
+    ("grpo", "online_rft", "§5.2.1, Fig. 5: GRPO beats online RFT (wrong samples pushed down, by how much)"),
+    ("grpo_ps", "grpo", "§4.1.3 / Fig. 5: process supervision beats outcome supervision"),
+]
+
+
+def finding_rows(runs: Runs) -> list[dict]:
+    """Paired differences (same seed = same SFT base, same prompt order) of the end-of-training metrics."""
+    fin, k, out = runs.final_eval(), runs.k, []
+    for a, b, claim in FINDINGS:
+        fa, fb = (fin[fin["method"] == m].set_index("seed") for m in (a, b))
+        seeds = sorted(set(fa.index) & set(fb.index))
+        if not seeds:
+            continue
+        row = {"comparison": f"{a} − {b}", "DeepSeekMath": claim, "seeds": str(len(seeds))}
+        for col, name in (("eval_accuracy", "Δ greedy"), ("eval_majk", f"Δ maj@{k}"), ("eval_passk", f"Δ pass@{k}")):
+            ok = col in fa and col in fb
+            row[name] = mean_ci((fa.loc[seeds, col] - fb.loc[seeds, col]).tolist(), signed=True) if ok else "–"
+        out.append(row)
+    return out
+
+
+def markdown_table(rows: list[dict]) -> str:
+    if not rows:
+        return "(no runs)\n"
+    cols = list(rows[0])
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+# -- figures -----------------------------------------------------------------------------------------------------
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def _on_grid(ev: pd.DataFrame, x: str, y: str, n: int = 40) -> pd.DataFrame:
+    """Each run's y interpolated onto one grid of x per method, so seeds that logged at different x (tokens,
+    seconds) can be averaged; the grid ends where the method's shortest run ends (the figure marks every end)."""
+    parts = []
+    for method, g in ev.dropna(subset=[x, y]).groupby("method", sort=False):
+        hi = g.groupby("seed")[x].max().min()
+        if not hi > 0:
+            continue  # e.g. SFT generates no tokens
+        grid = np.linspace(0, hi, n)
+        for seed, r in g.groupby("seed"):
+            r = r.sort_values(x)
+            parts.append(pd.DataFrame({x: grid, y: np.interp(grid, r[x], r[y]), "method": method, "seed": seed}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[x, y, "method", "seed"])
+
+
+def fig_learning_curves(runs: Runs, path: Path) -> Path:
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    ev = runs.eval
+    panels = [("step", "training step", ev), ("gen_tokens", "generated tokens (policy samples)",
+                                               _on_grid(ev, "gen_tokens", "eval_accuracy")),
+              ("time_s", "training wall time (s)", _on_grid(ev, "time_s", "eval_accuracy"))]
+    for ax, (x, label, data) in zip(axes, panels):
+        if len(data):
+            sns.lineplot(data=data, x=x, y="eval_accuracy", hue="method", palette=runs.palette, ax=ax,
+                         hue_order=[m for m in runs.methods if m in set(data["method"])], errorbar=("pi", 100),
+                         marker="o" if x == "step" else None, legend=ax is axes[0])
+        if x != "step":  # the end of every run (seeds end at different x)
+            ends = runs.final_eval().dropna(subset=[x])
+            ends = ends[ends[x] > 0]
+            ax.scatter(ends[x], ends["eval_accuracy"], c=[runs.palette[m] for m in ends["method"]], s=12, zorder=3)
+        base = runs.start_eval()["eval_accuracy"]
+        if len(base):
+            ax.axhline(base.mean(), color="grey", ls=":", lw=1, label="SFT base" if ax is axes[0] else None)
+        ax.set_xlabel(label)
+        ax.set_ylabel("held-out accuracy (greedy)")
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=7, loc="lower right")
+    fig.suptitle("Learning curves (line: mean over seeds; band: range over seeds; dots: the end of each run)",
+                 fontsize=10)
+    return _save(fig, path)
+
+
+def fig_reward_kl(runs: Runs, path: Path) -> Path:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    tr = runs.train
+    ax = axes[0]
+    if {"kl_ref", "reward_mean"} <= set(tr):  # r_φ-trained runs have their own figure (another reward scale)
+        keep = [runs.reward_source(m, s) != "reward_model" for m, s in zip(tr["method"], tr["seed"])]
+        d = tr[keep].dropna(subset=["kl_ref", "reward_mean"])
+        for m, g in d.groupby("method", sort=False):
+            g = g.groupby("step")[["kl_ref", "reward_mean"]].mean()  # mean over seeds
+            block = max(1, len(g) // 10)  # ten blocks of consecutive steps
+            g = g.groupby(np.arange(len(g)) // block).mean()
+            ax.plot(g["kl_ref"], g["reward_mean"], "-o", ms=3, color=runs.palette[m], label=m, lw=1.5)
+            ax.plot(g["kl_ref"].iloc[-1], g["reward_mean"].iloc[-1], "o", ms=7, color=runs.palette[m])
+        if len(d):
+            ax.legend(fontsize=7)
+    ax.set(xlabel="KL to π_ref (k3, per token, on the training batch)", ylabel="training reward (mean)",
+           title="Training trajectory (means over tenths of the run; big dot = end)")
+    ax = axes[1]
+    fin = runs.final_eval()
+    if "eval_kl_ref" in fin and fin["eval_kl_ref"].notna().any():
+        sns.scatterplot(data=fin, x="eval_kl_ref", y="eval_accuracy", hue="method", palette=runs.palette, ax=ax,
+                        hue_order=[m for m in runs.methods if m in set(fin["method"])], s=50)
+    base = runs.start_eval()["eval_accuracy"]
+    if len(base):
+        ax.plot([0], [base.mean()], "k*", ms=10, label="SFT base")
+        ax.legend(fontsize=7)
+    ax.set(xlabel="KL to π_ref (k3, per token, held-out samples)", ylabel="held-out accuracy (greedy)",
+           title="End of training (one dot per seed)")
+    ax.title.set_fontsize(10)
+    axes[0].title.set_fontsize(10)
+    return _save(fig, path)
+
+
+def fig_cost(runs: Runs, path: Path) -> Path:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    tr = runs.train
+    phases = [c for c in ("time_collect", "time_prepare", "time_update") if c in tr]
+    if phases:
+        per_run = tr.groupby(["method", "seed"], sort=False)[phases + [c for c in ["time_generate"] if c in tr]].sum()
+        per_method = per_run.groupby("method", sort=False).mean()
+        per_method = per_method.reindex([m for m in runs.methods if m in per_method.index])
+        if "time_generate" in per_method:  # sampling is part of collect: split it out
+            per_method.insert(0, "generate", per_method.pop("time_generate"))
+            per_method["time_collect"] -= per_method["generate"]
+            per_method = per_method.rename(columns={"time_collect": "collect (other)"})
+        per_method.columns = [c.removeprefix("time_") for c in per_method.columns]
+        per_method.plot.barh(stacked=True, ax=axes[0], color=sns.color_palette("Set2", per_method.shape[1]))
+        axes[0].invert_yaxis()
+        axes[0].legend(fontsize=7, ncol=per_method.shape[1], loc="lower center", bbox_to_anchor=(0.5, 1.0),
+                       frameon=False)
+    axes[0].set(xlabel="training time per run (s, mean over seeds; excludes evaluation)", ylabel="")
+    if "peak_rss_mb" in tr:
+        peak = tr.groupby(["method", "seed"], sort=False)["peak_rss_mb"].max().reset_index()
+        sns.barplot(data=peak, y="method", x="peak_rss_mb", hue="method", palette=runs.palette, ax=axes[1],
+                    order=[m for m in runs.methods if m in set(peak["method"])], errorbar=None, legend=False)
+    axes[1].set(xlabel="peak RSS (MB; process-wide, so it never falls\nbetween runs of one compare.py process)",
+                ylabel="")
+    return _save(fig, path)
+
+
+def _gc_matrix(rows: list) -> np.ndarray:
+    width = max((len(r) for r in rows if r is not None), default=1)
+    mat = np.full((len(rows), width), np.nan)
+    for i, r in enumerate(rows):
+        if r is not None:
+            mat[i, :len(r)] = [np.nan if v is None else v for v in r]
+    return mat
+
+
+def fig_gc_view(runs: Runs, path: Path) -> Path | None:
+    gc = runs.gc
+    if not gc or not gc.get("methods"):
+        return None
+    probe, methods = gc["probe"], gc["methods"]
+    width = max(len(p["tokens"]) for p in probe)
+    chars = np.array([p["tokens"] + [""] * (width - len(p["tokens"])) for p in probe])
+    labels = [f"{p['prompt']}{p['completion']}  r={p['reward']:g}" for p in probe]
+    n = len(methods)
+    ncols = min(4, n)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols + 1.5, 0.28 * len(probe) * nrows + 1.2 * nrows),
+                             squeeze=False)
+    for ax, (name, entry) in zip(axes.flat, methods.items()):
+        mat = _gc_matrix(entry["gc"])
+        mat = np.pad(mat, ((0, 0), (0, width - mat.shape[1])), constant_values=np.nan)
+        vmax = np.nanmax(np.abs(mat)) if np.isfinite(mat).any() else 1.0
+        sns.heatmap(mat, ax=ax, cmap="RdBu_r", center=0, vmin=-(vmax or 1), vmax=vmax or 1, annot=chars, fmt="",
+                    annot_kws={"fontsize": 6}, cbar_kws={"shrink": 0.8}, linewidths=0.2, linecolor="white",
+                    yticklabels=labels if ax in axes[:, 0] else False, xticklabels=False)
+        ax.set_title(name, fontsize=9)
+        ax.tick_params(axis="y", labelsize=6)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.suptitle("GC per token on one probe set at the SFT base (red > 0 raises log π, blue < 0 lowers it; "
+                 "• = <eos>; blank: not in the method's data)", fontsize=9)
+    return _save(fig, path)
+
+
+def fig_overoptimisation(runs: Runs, path: Path) -> Path | None:
+    keys = {k for k in runs.configs if runs.reward_source(*k) == "reward_model"}
+    if not keys:
+        return None
+    tr = runs.train[[k in keys for k in zip(runs.train["method"], runs.train["seed"])]]
+    ev = runs.eval[[k in keys for k in zip(runs.eval["method"], runs.eval["seed"])]]
+    panels = [("reward_mean", "eval_proxy_reward", "proxy reward r_φ (mean)"),
+              ("accuracy", "eval_accuracy", "gold accuracy"), ("kl_ref", "eval_kl_ref", "KL to π_ref (k3/token)")]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
+    for ax, (col, ecol, label) in zip(axes, panels):
+        if col in tr and tr[col].notna().any():
+            d = tr.dropna(subset=[col]).sort_values("step").copy()
+            w = max(1, d["step"].nunique() // 15)
+            d[col] = d.groupby(["method", "seed"])[col].transform(lambda s: s.rolling(w, min_periods=1).mean())
+            sns.lineplot(data=d, x="step", y=col, hue="method", palette=runs.palette, ax=ax, errorbar=("pi", 100),
+                         hue_order=[m for m in runs.methods if m in set(d["method"])], legend=ax is axes[0])
+        if ecol in ev and ev[ecol].notna().any():
+            sns.scatterplot(data=ev.dropna(subset=[ecol]), x="step", y=ecol, hue="method", palette=runs.palette,
+                            ax=ax, marker="D", s=30, legend=False)
+        ax.set(xlabel="training step", ylabel=label)
+    fig.suptitle("Training on the learned reward model r_φ (lines: training batches, sampled, smoothed, range over "
+                 "seeds; diamonds: held-out, greedy accuracy)", fontsize=10)
+    return _save(fig, path)
+
+
+# -- the report ----------------------------------------------------------------------------------------------------
+def _gc_table(runs: Runs) -> str:
+    """Mean GC over each probe completion's tokens, per method (the numbers behind the GC heatmap)."""
+    gc = runs.gc
+    rows = []
+    for i, p in enumerate(gc["probe"]):
+        row = {"probe": f"`{p['prompt']}{p['completion']}`", "reward": f"{p['reward']:g}"}
+        for name, entry in gc["methods"].items():
+            v = [x for x in (entry["gc"][i] or []) if x is not None]
+            row[name] = f"{np.mean(v):+.3f}" if v else "–"
+        rows.append(row)
+    return markdown_table(rows)
+
+
+def write_report(out: str | Path) -> Path:
+    """Write OUT/report/summary.md and the PNGs; returns the path of summary.md."""
+    runs = Runs(Path(out))
+    rep = runs.out / "report"
+    rep.mkdir(exist_ok=True)
+    figs = {"learning_curves.png": fig_learning_curves(runs, rep / "learning_curves.png"),
+            "reward_vs_kl.png": fig_reward_kl(runs, rep / "reward_vs_kl.png"),
+            "cost.png": fig_cost(runs, rep / "cost.png"),
+            "gc_view.png": fig_gc_view(runs, rep / "gc_view.png"),
+            "overoptimisation.png": fig_overoptimisation(runs, rep / "overoptimisation.png")}
+    k = runs.k
+    md = [f"# Head to head: {runs.out.name}\n",
+          f"Runs: {runs.n_runs} ({', '.join(runs.methods)}). Held-out metrics at the end of training: "
+          f"greedy accuracy with its 95% t-interval over seeds; pass@1, maj@{k} and pass@{k} from {k} samples per "
+          "problem; KL to π_ref is the per-token k3 mean over the policy's own held-out samples. Train time "
+          "excludes evaluation; generated tokens count only tokens the run sampled itself.\n",
+          markdown_table(summary_rows(runs)),
+          "\n## Change from the SFT base\n",
+          f"DeepSeekMath §5.2.2 (Fig. 7) finds that RL raises maj@K but not pass@K: it makes the output "
+          f"distribution more robust rather than adding capability. Compare the Δ maj@{k} and Δ pass@{k} "
+          "columns (mean over seeds, end of training minus step 0).\n",
+          markdown_table(delta_rows(runs))]
+    findings = finding_rows(runs)
+    if findings:
+        md += ["\n## DeepSeekMath §5.2 comparisons\n",
+               "Paired by seed (one SFT base, one prompt order per seed): mean difference at the end of training "
+               "± the 95% t-interval over seeds; an interval that contains 0 does not separate the two.\n",
+               markdown_table(findings)]
+    rm_file = runs.out / "reward_model.json"
+    if rm_file.exists():
+        rm = json.loads(rm_file.read_text())
+        md.append(f"\nReward model r_φ: held-out pairwise accuracy {rm.get('heldout_accuracy', float('nan')):.3f} "
+                  f"({(rm.get('preferences') or {}).get('train_pairs', '?')} training pairs). Runs trained on it "
+                  "report gold accuracy above and the proxy reward in the over-optimisation figure.\n")
+    if runs.gc and runs.gc.get("methods"):
+        md += ["\n## GC view\n", "Mean GC over each probe completion's tokens (the heatmap shows every token). "
+               f"{runs.gc.get('note', '')}\n", _gc_table(runs)]
+    for label, err in (runs.gc or {}).get("errors", {}).items():
+        md.append(f"- GC view of {label} failed: {err}\n")
+    md.append("\n## Figures\n")
+    for name, p in figs.items():
+        if p is not None:
+            md.append(f"![{name[:-4]}]({name})\n")
+    path = rep / "summary.md"
+    path.write_text("\n".join(md))
+    return path
+
+
+@cli_entry
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("out", help="the output folder of experiments/compare.py")
+    args = p.parse_args(argv)
+    print(f"report: {write_report(args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""analysis.report on synthetic run folders (with a torn last line) and analysis.gc_view on a tiny untrained model."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from analysis import gc_view
+from analysis.report import mean_ci, write_report
+
+K = 4
+
+
+def _eval_row(step, acc, kl=None, proxy=None, sampled=True):
+    row = {"step": step, "eval_accuracy": acc, "gen_tokens": 100 * step, "time_s": 2.0 * step}
+    if sampled:
+        row.update(eval_pass1=acc - 0.05, eval_passk=0.8, eval_majk=acc + 0.02, eval_kl_ref=kl if step else 0.0)
+        if proxy is not None:
+            row["eval_proxy_reward"] = proxy
+    return row
+
+
+def _train_row(step, reward, kl=None):
+    row = {"step": step, "loss": 0.1, "reward_mean": reward, "accuracy": reward, "gen_tokens": 100 * (step + 1),
+           "time_s": 2.0 * (step + 1), "time_collect": 1.5, "time_generate": 1.0, "time_prepare": 0.1,
+           "time_update": 0.4, "peak_rss_mb": 500.0 + step}
+    if kl is not None:
+        row["kl_ref"] = kl
+    return row
+
+
+def _write_run(out: Path, method: str, seed: int, final_acc: float, reward: str = "verifier", kl: bool = True,
+               torn: bool = False):
+    d = out / method / f"seed{seed}"
+    d.mkdir(parents=True)
+    rows = [_eval_row(0, 0.4)]
+    for s in range(10):
+        rows.append(_train_row(s, 0.4 + 0.02 * s, 0.01 * s if kl else None))
+        if s + 1 == 5:
+            rows.append(_eval_row(5, (0.4 + final_acc) / 2, sampled=False))
+    rows.append(_eval_row(10, final_acc, kl=0.05, proxy=1.5 if reward == "reward_model" else None))
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    if torn:  # a crash mid-write: half a JSON object, no newline
+        text += json.dumps(_train_row(10, 0.9))[:25]
+    (d / "metrics.jsonl").write_text(text)
+    (d / "config.yaml").write_text(yaml.safe_dump({"method": method.split("@")[0], "seed": seed,
+                                                   "train": {"eval_k": K, "reward": reward}}))
+
+
+def _synthetic_gc() -> dict:
+    probe = [{"prompt": "1+2+3=", "completion": c, "group": 0, "reward": r, "step_rewards": [r],
+              "tokens": list(c) + ["•"]} for c, r in (("3;6", 1.0), ("3;7", 0.0))]
+    return {"probe": probe, "note": "synthetic", "errors": {},
+            "methods": {"grpo": {"method": "grpo", "gc": [[0.7] * 4, [-0.7] * 4]},
+                        "rft": {"method": "rft", "gc": [[1.0] * 4, None]}}}
+
+
+@pytest.fixture
+def out(tmp_path):
+    out = tmp_path / "out"
+    _write_run(out, "grpo", 0, 0.5)
+    _write_run(out, "grpo", 1, 0.7, torn=True)
+    _write_run(out, "rft", 0, 0.6, kl=False)
+    _write_run(out, "grpo@beta0", 0, 0.3, reward="reward_model")
+    pd.DataFrame({"method": ["grpo", "grpo", "rft", "grpo@beta0"], "seed": [0, 1, 0, 0],
+                  "final_accuracy": [0.5, 0.7, 0.6, 0.3]}).to_csv(out / "summary.csv", index=False)
+    (out / "gc_view.json").write_text(json.dumps(_synthetic_gc()))
+    return out
+
+
+def test_mean_ci_t_interval():
+    # [0.5, 0.7]: mean 0.6, sd = 0.1414, t(0.975, df=1) = 12.706 -> half-width 12.706 · 0.1414 / √2 = 1.2706
+    assert mean_ci([0.5, 0.7]) == "0.600 ± 1.271"
+    assert mean_ci([0.25]) == "0.250 (n=1)"
+    assert mean_ci([]) == "–"
+
+
+def test_report_table_and_figures(out):
+    path = write_report(out)
+    md = path.read_text()
+    assert path == out / "report" / "summary.md"
+    assert f"| method | seeds | accuracy | maj@{K} | pass@{K} | pass@1 | KL to ref |" in md
+    lines = md.splitlines()
+    table = md.split("## Change from the SFT base")[0].splitlines()
+    row = {ln.split("|")[1].strip(): ln for ln in table if ln.startswith("| ")}
+    assert "0.600 ± 1.271" in row["grpo"]  # both seeds read although seed 1's last line is torn
+    assert "0.600 (n=1)" in row["rft"] and "0.300 (n=1)" in row["grpo@beta0"]
+    assert "| SFT base (step 0) | – | 0.400 | 0.420 | 0.800 | 0.350 | 0 |" in md  # the runs' step-0 rows
+    # Δ maj@k of grpo: end (0.6 + .02) − start (0.4 + .02) = +0.200
+    assert any(ln.startswith("| grpo | +0.200 |") for ln in lines)
+    for name in ("learning_curves", "reward_vs_kl", "cost", "gc_view", "overoptimisation"):
+        png = out / "report" / f"{name}.png"
+        assert png.is_file() and 0 < png.stat().st_size < 300_000, name
+        assert f"]({name}.png)" in md
+
+
+def test_report_without_reward_model_runs_or_gc_view(out):
+    shutil.rmtree(out / "grpo@beta0")
+    (out / "gc_view.json").unlink()
+    md = write_report(out).read_text()
+    assert not (out / "report" / "overoptimisation.png").exists()
+    assert "## GC view" not in md and "| rft |" in md
+
+
+def test_report_on_an_empty_folder_is_a_user_error(tmp_path):
+    from gcframe.errors import UserError
+
+    with pytest.raises(UserError, match="no runs"):
+        write_report(tmp_path)
+
+
+# -- gc_view on a tiny untrained model ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from accelerate import Accelerator
+
+    from gcframe.config import from_dict
+    from gcframe.modeling import build_char_tokenizer, build_tiny_llama, save_model_and_tokenizer
+    from gcframe.pipeline import prepare
+
+    cfg, task = prepare(from_dict({
+        "task": {"operands": 3, "digits": 1, "n_demos": 16, "n_heldout": 8},
+        "model": {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "max_positions": 32},
+        "train": {"prompts_per_step": 2, "group_size": 4}}))
+    tok = build_char_tokenizer()
+    base = tmp_path_factory.mktemp("base")
+    save_model_and_tokenizer(build_tiny_llama(tok, cfg.model, seed=0), tok, str(base))
+    return cfg, task, base, Accelerator(cpu=True)
+
+
+def test_gc_view_shapes_and_signs(tiny, monkeypatch):
+    import methods.dpo
+    from methods import REGISTRY
+
+    # DPO builds its preference set from base samples in __init__; the view only needs its GC on the probe
+    monkeypatch.setattr(methods.dpo, "load_or_build", lambda *a, **k: ({"train": []}, {}))
+    cfg, task, base, acc = tiny
+    res = gc_view.compute([(n, n, cfg) for n in REGISTRY], base, task, acc, n_prompts=3)
+    assert not res["errors"], res["errors"]
+    probe = res["probe"]
+    assert len(probe) == 12 and [p["group"] for p in probe] == [0] * 4 + [1] * 4 + [2] * 4
+    assert set(res["methods"]) == set(REGISTRY)
+    for name, entry in res["methods"].items():
+        assert len(entry["gc"]) == len(probe), name
+        for p, row in zip(probe, entry["gc"]):
+            if row is not None:  # one value per completion token, <eos> included
+                assert len(row) == len(p["tokens"]) and all(math.isfinite(v) for v in row), name
+    # DPO sees only the pairable rows: group 1 has no right answer
+    assert [r is None for r in res["methods"]["dpo"]["gc"][4:8]] == [True] * 4
+    # GRPO (outcome): GC sign = sign(r − group mean); the all-wrong group gets exactly 0 (β·KL grad is 0 at π_ref)
+    rewards = torch.tensor([p["reward"] for p in probe]).view(3, 4)
+    centred = (rewards - rewards.mean(1, keepdim=True)).flatten()
+    for c, row in zip(centred.tolist(), res["methods"]["grpo"]["gc"]):
+        assert all((v > 0) == (c > 0) and (v < 0) == (c < 0) for v in row)
+    # process supervision grades the steps of the all-wrong group: some of its tokens get a non-zero GC
+    assert any(v != 0 for row in res["methods"]["grpo_ps"]["gc"][4:8] for v in row)
+    assert all(v == 1.0 for row in res["methods"]["sft"]["gc"] for v in row)
+
+
+def test_gc_view_probe_variants(tiny):
+    _, task, _, _ = tiny
+    texts = gc_view.probe_texts(task, 2)
+    row = task.heldout[0]
+    comps = [t["completion"] for t in texts[:4]]
+    assert comps[0] == ";".join(row["steps"])  # the gold completion first
+    ok = [task.verify(c, row["answer"]) for c in comps]
+    assert ok == [True, False, True, False]  # right; wrong answer; wrong first step, right answer; all wrong
+    assert len(set(comps)) == 4 and not any(task.verify(t["completion"], t["answer"]) for t in texts[4:8])
+
+
+def test_deepseekmath_findings_are_paired_by_seed(tmp_path):
+    out = tmp_path / "out"
+    for seed, (online, offline) in enumerate([(0.6, 0.5), (0.8, 0.6)]):
+        _write_run(out, "online_rft", seed, online, kl=False)
+        _write_run(out, "rft", seed, offline, kl=False)
+    md = write_report(out).read_text()
+    # differences [0.1, 0.2]: mean 0.15, sd 0.0707, t(0.975, 1) = 12.706 -> 12.706 · 0.0707 / √2 = 0.635
+    line = next(ln for ln in md.splitlines() if ln.startswith("| online_rft − rft |"))
+    assert "| 2 | +0.150 ± 0.635 |" in line
+    assert "grpo − online_rft" not in md  # only comparisons whose two methods ran
+
+
+def test_rates_kl_and_proxy_reward():
+    from gcframe.evaluate import rates
+
+    # 4 problems, k = 2: KL = 1.0 / 4 tokens = 0.25; proxy = 2.0 / 8 samples = 0.25
+    res = rates({"n": 4, "greedy_correct": 2, "pass1_correct": 1.5, "passk_correct": 3, "majk_correct": 2,
+                 "kl_sum": 1.0, "kl_tokens": 4, "proxy_sum": 2.0, "proxy_n": 8}, k=2)
+    assert res == {"eval_accuracy": 0.5, "eval_pass1": 0.375, "eval_passk": 0.75, "eval_majk": 0.5,
+                   "eval_kl_ref": 0.25, "eval_proxy_reward": 0.25}
+    assert set(rates({"n": 4, "greedy_correct": 1})) == {"eval_accuracy"}  # k = 0: greedy only
+
+
+def test_trainer_evaluate_with_k_samples(tiny, tmp_path):
+    import copy
+
+    from gcframe.trainer import Trainer
+
+    cfg, task, base, acc = tiny
+    cfg = copy.deepcopy(cfg)
+    cfg.train.eval_size, cfg.train.reward = 8, "reward_model"
+
+    class ConstantRM:  # r_φ = 0.5 for every sample
+        def score(self, batch):
+            return torch.full((len(batch),), 0.5)
+
+    trainer = Trainer(cfg, "grpo", tmp_path / "run", base, task, acc, show_progress=False, reward_model=ConstantRM())
+    res = trainer.evaluate(0, k=2)
+    for key in ("eval_accuracy", "eval_pass1", "eval_passk", "eval_majk"):
+        assert 0.0 <= res[key] <= 1.0, key
+    assert res["eval_pass1"] <= res["eval_passk"]
+    assert res["eval_kl_ref"] == pytest.approx(0.0, abs=1e-6)  # the policy IS the reference at step 0
+    assert res["eval_proxy_reward"] == pytest.approx(0.5)
+    assert "eval_kl_ref" not in trainer.evaluate(0, k=0)  # greedy-only evaluations between start and end
+    trainer.logger.close()
