@@ -53,6 +53,88 @@ def _sft(method, batch, logp):
     return aggregate(ce, batch.completion_mask, method.cfg.aggregation)
 
 
+@textbook("ppo")
+def _ppo(method, batch, logp):
+    """Schulman et al. 2017 eq. 7: −L^CLIP = −min(r·A, clip(r, 1−ε, 1+ε)·A), no KL term (it is in the reward)."""
+    A, eps = batch.data["advantages"], method.cfg.clip_eps  # A [N, T] from prepare (GAE on the critic)
+    r = torch.exp(logp - batch.data["old_logp"])  # π_θ/π_old [N, T]
+    surrogate = torch.min(r * A, torch.clamp(r, 1 - eps, 1 + eps) * A)
+    return -aggregate(surrogate, batch.completion_mask, method.cfg.aggregation)
+
+
+def _kept_cross_entropy(method, batch, logp):
+    """DeepSeekMath A.1.2 / A.1.3 (RFT, online RFT): cross-entropy of the correct samples, 1[o correct]·(−log π);
+    rejected samples add 0 but stay in the normaliser."""
+    kept = batch.data["correct"].to(logp.dtype).unsqueeze(1)  # [N, 1]
+    return aggregate(-logp * kept, batch.completion_mask, method.cfg.aggregation)
+
+
+textbook("rft")(_kept_cross_entropy)
+textbook("online_rft")(_kept_cross_entropy)
+
+
+def _group_centred(rewards, group_ids, leave_one_out=False, scale_by_std=False):
+    """Per group, a Python loop: r_i − mean(r) (or the mean of the others), optionally / torch.std(r); 0 if flat."""
+    out = torch.zeros_like(rewards)
+    for g in group_ids.unique():
+        idx = (group_ids == g).nonzero().squeeze(1)
+        r = rewards[idx]
+        if r.max() - r.min() < 1e-12:
+            continue  # zero variance: no signal
+        b = (r.sum() - r) / (len(r) - 1) if leave_one_out else r.mean()
+        out[idx] = (r - b) / (r.std() if scale_by_std else 1.0)
+    return out
+
+
+def _clipped_surrogate_with_kl(method, batch, logp, A):
+    """DeepSeekMath eq. 3 / the seed's J_GRPO: −[min(r·Â, clip(r, 1−ε, 1+ε_high)·Â) − β·KL̂], KL̂ = k3 or k1."""
+    c = method.cfg
+    hi = c.clip_eps if c.clip_eps_high is None else c.clip_eps_high
+    r = torch.exp(logp - batch.data["old_logp"])  # π_θ/π_old [N, T]
+    surrogate = torch.min(r * A, torch.clamp(r, 1 - c.clip_eps, 1 + hi) * A)
+    log_rho = batch.data["ref_logp"] - logp  # log π_ref/π_θ
+    kl = log_rho.exp() - log_rho - 1 if c.kl_estimator == "k3" else -log_rho
+    return -aggregate(surrogate - c.beta * kl, batch.completion_mask, c.aggregation)
+
+
+@textbook("grpo")
+def _grpo(method, batch, logp):
+    """Â recomputed here from the rewards (the seed's group-relative advantage), broadcast to every token."""
+    c = method.cfg
+    A = _group_centred(batch.data["rewards"], batch.group_ids, c.leave_one_out, c.scale_by_std).unsqueeze(1)
+    return _clipped_surrogate_with_kl(method, batch, logp, A.expand_as(logp))
+
+
+@textbook("grpo_ps")
+def _grpo_ps(method, batch, logp):
+    """The same surrogate on the process-supervision advantages of prepare (tests/test_advantages.py checks them)."""
+    return _clipped_surrogate_with_kl(method, batch, logp, batch.data["advantages"])
+
+
+@textbook("rloo")
+def _rloo(method, batch, logp):
+    """Ahmadian et al. 2024: −(r_i − mean_{j≠i} r_j)·π_θ/π_old (= REINFORCE on-policy) + β·k3."""
+    A = _group_centred(batch.data["rewards"], batch.group_ids, leave_one_out=True).unsqueeze(1)  # [N, 1]
+    log_rho = batch.data["ref_logp"] - logp
+    k3 = log_rho.exp() - log_rho - 1
+    surrogate = A * torch.exp(logp - batch.data["old_logp"]) - method.cfg.beta * k3
+    return -aggregate(surrogate, batch.completion_mask, method.cfg.aggregation)
+
+
+@textbook("dpo")
+def _dpo(method, batch, logp):
+    """Rafailov et al. 2023 eq. 7: −log σ(β(Δ⁺ − Δ⁻)), Δ = Σ_t log π_θ/π_ref, summed over pairs (a Python loop)
+    and divided by the number of SEQUENCES 2P (the engine's seq-mean-token-sum normaliser: pair-mean / 2)."""
+    beta, total = method.cfg.beta, 0.0
+    delta = ((logp - batch.data["ref_logp"]) * batch.completion_mask).sum(-1)  # [N]
+    for g in batch.group_ids.unique():
+        rows = (batch.group_ids == g).nonzero().squeeze(1).tolist()
+        (w,) = [i for i in rows if batch.data["is_chosen"][i] == 1]
+        (l,) = [i for i in rows if batch.data["is_chosen"][i] == 0]
+        total = total - F.logsigmoid(beta * (delta[w] - delta[l]))
+    return total / len(batch)
+
+
 # -- the harness ---------------------------------------------------------------------------------------------------
 def _verify_config():
     from gcframe.config import from_dict
@@ -62,7 +144,10 @@ def _verify_config():
         "sft_base": {"steps": 300, "batch_size": 64},  # the --quick base: trained once, cached
         "train": {"steps": 1, "prompts_per_step": 4, "group_size": 4, "eval_size": 8, "eval_every": 0,
                   "epochs": 2, "sample_every": 0},
-        "methods": {"grpo": {"beta": 0.1}, "grpo_ps": {"beta": 0.1}, "rloo": {"beta": 0.1}, "ppo": {"beta": 0.1}},
+        "reward_model": {"pairs": 64, "heldout_pairs": 16},  # a small preference set for dpo's batch
+        "methods": {"grpo": {"beta": 0.1}, "rloo": {"beta": 0.1}, "ppo": {"beta": 0.1},
+                    # the non-default options: an asymmetric band (narrow, so this small batch clips) and k1
+                    "grpo_ps": {"beta": 0.1, "clip_eps": 0.05, "clip_eps_high": 0.02, "kl_estimator": "k1"}},
     })
 
 

@@ -1,0 +1,94 @@
+"""Direct Preference Optimization (Rafailov et al. 2023): preference pairs, no sampling loop, no reward model.
+
+    L_DPO = −E_{(q, o⁺, o⁻)} [ log σ(β(Δ⁺ − Δ⁻)) ],    Δ = Σ_t log π_θ(o_t|q,o_<t) − log π_ref(o_t|q,o_<t)
+
+Data: the offline preference set of gcframe.preferences (SFT-base samples judged by the simulated annotator),
+shared with the reward model. One step draws P = B·G/2 pairs = B·G sequences (the equal budget); the two
+sequences of a pair share a group id, so minibatches and micro-batches never split a pair.
+
+Normaliser: with the default aggregation "seq-mean-token-sum" over N = 2P sequences the engine's loss is
+Σ_pairs(−log σ(β(Δ⁺ − Δ⁻))) / (2P), i.e. the pair-mean DPO loss divided by 2 (the learning rate absorbs it);
+gcframe.verify's textbook loss uses the same normaliser explicitly. token-mean and seq-mean-token-sum-norm rescale
+it (by 2P/Σ|o| and 1/L_max); seq-mean-token-mean weights each sequence by 1/|o| and is then not the DPO gradient.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from gcframe.batch import Batch
+from gcframe.errors import UserError
+from gcframe.preferences import PreferenceOptions, load_or_build, pair_batch
+from methods.base import Method, MethodConfig, register
+
+
+@dataclass
+class DPOConfig(MethodConfig):
+    aggregation: str = "seq-mean-token-sum"
+    """seq-mean-token-sum makes the engine loss the DPO loss (Δ sums log-ratios over a sequence's tokens)."""
+    beta: float = 0.1
+    """β: strength of the implicit KL anchor to π_ref; the implicit reward is β·Δ (Rafailov et al. eq. 7)."""
+    label_noise: float | None = None
+    """Annotator label-swap probability of the preference set; None = reward_model.label_noise (shared set)."""
+    pairs: int | None = None
+    """Training pairs in the preference set; None = reward_model.pairs."""
+    samples_per_prompt: int | None = None
+    """SFT-base samples per prompt when building the set; None = reward_model.samples_per_prompt."""
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.beta > 0:
+            raise UserError(f"methods.dpo.beta must be > 0, got {self.beta}")
+        if self.label_noise is not None and not (isinstance(self.label_noise, (int, float))
+                                                 and 0.0 <= self.label_noise <= 1.0):
+            raise UserError(f"methods.dpo.label_noise must be a probability in [0, 1], got {self.label_noise!r}")
+        for key, low in (("pairs", 1), ("samples_per_prompt", 2)):
+            v = getattr(self, key)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < low):
+                raise UserError(f"methods.dpo.{key} must be an integer >= {low}, got {v!r}")
+
+
+@register("dpo")
+class DPO(Method):
+    """Offline pairs from the SFT base's preference set; reference π_ref = the SFT base."""
+
+    Config = DPOConfig
+    uses_reference = True
+
+    def __init__(self, cfg: DPOConfig, ctx):
+        super().__init__(cfg, ctx)
+        opts = PreferenceOptions.of(ctx.cfg, label_noise=cfg.label_noise, pairs=cfg.pairs,
+                                    samples_per_prompt=cfg.samples_per_prompt)
+        sets, self.pref_info = load_or_build(ctx.cfg, ctx.task, ctx.tok, ctx.base_dir,
+                                             lambda: ctx.frozen("base"), opts, ctx.acc)
+        self.pairs = sets["train"]
+        t = ctx.cfg.train
+        self.n_pairs = t.prompts_per_step * t.group_size // 2  # P = B·G/2 (one fewer sequence if B·G is odd)
+        if self.n_pairs < 1:
+            raise UserError("dpo needs train.prompts_per_step · train.group_size >= 2 (one pair per step)")
+
+    def collect(self, step: int) -> Batch:
+        return pair_batch(self.ctx.tok, self.ctx.draw(self.pairs, self.n_pairs, "pairs"))  # 2P sequences
+
+    def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
+        """GC = +β·σ(β(Δ⁻ − Δ⁺)) on every o⁺ token, −β·σ(β(Δ⁻ − Δ⁺)) on every o⁻ token (Rafailov et al. 2023,
+        eq. 7 and its gradient, §4; seed, "One Gradient, Many Methods"): ∂(−log σ(z))/∂Δ± = ∓β·σ(−z) with
+        z = β(Δ⁺ − Δ⁻), and ∂Δ/∂log π_θ(o_t) = 1 on every token, so the coefficient is constant over a sequence.
+        """
+        mask = batch.completion_mask  # [N, T]
+        delta = ((logp.detach() - batch.data["ref_logp"]) * mask).sum(-1)  # Δ_i = Σ_t log π_θ/π_ref   [N]
+        chosen = batch.data["is_chosen"]  # [N], 1 on o⁺
+        _, pair, counts = torch.unique(batch.group_ids, return_inverse=True, return_counts=True)  # pair of row i
+        n_chosen = torch.zeros_like(counts, dtype=chosen.dtype).index_add_(0, pair, chosen)
+        if not (bool((counts == 2).all()) and bool((n_chosen == 1).all())):
+            raise ValueError("dpo: every group must be one chosen and one rejected sequence")
+        d_pos = torch.zeros_like(n_chosen, dtype=delta.dtype).index_add_(0, pair, delta * chosen)  # Δ⁺ [P]
+        d_neg = torch.zeros_like(d_pos).index_add_(0, pair, delta * (1 - chosen))  # Δ⁻ [P]
+        z = self.cfg.beta * (d_pos - d_neg)  # implicit reward margin β(Δ⁺ − Δ⁻) [P]
+        w = self.cfg.beta * torch.sigmoid(-z)  # β·σ(β(Δ⁻ − Δ⁺)) [P]
+        sign = 2 * chosen - 1  # +1 on o⁺, −1 on o⁻ [N]
+        self.record(dpo_loss=-F.logsigmoid(z).mean(), reward_margin=z.mean(), pair_accuracy=(z > 0).float().mean(),
+                    reward_chosen=self.cfg.beta * d_pos.mean(), reward_rejected=self.cfg.beta * d_neg.mean())
+        return (sign * w[pair]).unsqueeze(-1) * mask  # [N, T]
