@@ -56,8 +56,8 @@ class SFTBaseConfig:
 class TrainConfig:
     steps: int = 300
     """Optimiser steps of stage 2 (every method trains for the same number of steps)."""
-    lr: float = 3e-4
-    """AdamW learning rate of the policy."""
+    lr: float = 5e-5
+    """AdamW learning rate of the policy (3e-4 drifts a 1M-parameter policy: KL ~0.7 to π_ref in 8 steps)."""
     prompts_per_step: int = 32
     """B: prompts per step. Every method consumes B·G sequences per step (the equal budget)."""
     group_size: int = 8
