@@ -11,12 +11,12 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
 from gcframe.config import RUNTIME_MODEL_OPTIONS, RunConfig, TrainConfig
 from gcframe.errors import UserError
+from gcframe.runlog import publish_dir
 from gcframe.tasks import build_task
 
 
@@ -77,10 +77,7 @@ def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> t
     if accelerator.is_main_process:
         save_model_and_tokenizer(accelerator.unwrap_model(trainer.policy), tok, tmp)
         (tmp / "base_info.json").write_text(json.dumps(info, indent=1))
-        try:
-            os.replace(tmp, d)  # atomic: a crash never leaves a half-written base
-        except OSError:  # another run finished the same base first: keep theirs
-            shutil.rmtree(tmp, ignore_errors=True)
+        publish_dir(tmp, d)
     accelerator.wait_for_everyone()
     return d, info
 

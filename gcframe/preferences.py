@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ import torch
 
 from gcframe.batch import Batch
 from gcframe.errors import UserError
+from gcframe.runlog import publish_dir
 from gcframe.sampling import GenerationConfig, Generator, make_batch
 
 VERSION = 1  # bump when the construction changes: old caches are then ignored
@@ -148,10 +148,7 @@ def load_or_build(cfg, task, tok, base_dir, model_fn: Callable[[], torch.nn.Modu
         if not quiet:
             datasets.enable_progress_bars()
         (tmp / "info.json").write_text(json.dumps(info, indent=1))
-        try:
-            os.replace(tmp, d)  # atomic: a crash never leaves a half-written set
-        except OSError:  # another process finished the same set first: keep theirs
-            shutil.rmtree(tmp, ignore_errors=True)
+        publish_dir(tmp, d)
     if accelerator is not None:
         accelerator.wait_for_everyone()
     return datasets.load_from_disk(str(d)), json.loads((d / "info.json").read_text())

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import time
 
 import torch
@@ -25,6 +24,7 @@ from tqdm.auto import tqdm
 from gcframe.batch import Batch
 from gcframe.modeling import ScalarHeadModel, load_model_and_tokenizer
 from gcframe.preferences import PreferenceOptions, cache_key, derived_dir, load_or_build, pair_batch
+from gcframe.runlog import publish_dir
 
 VERSION = 1
 
@@ -127,10 +127,7 @@ def load_or_train(cfg, task, base_dir, accelerator=None, show_progress: bool = F
         tmp = d.with_name(f"{d.name}.tmp{os.getpid()}")
         rm.model.save(str(tmp))
         (tmp / "rm_info.json").write_text(json.dumps(info, indent=1))
-        try:
-            os.replace(tmp, d)  # atomic: a crash never leaves a half-written model
-        except OSError:  # another process finished the same model first: keep theirs
-            shutil.rmtree(tmp, ignore_errors=True)
+        publish_dir(tmp, d)
     if accelerator is not None:
         accelerator.wait_for_everyone()
     model = ScalarHeadModel.load(str(d)).to(device).eval().requires_grad_(False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 
 import yaml
@@ -69,3 +70,12 @@ def read_jsonl(path: str | Path) -> list[dict]:
                 break
             raise
     return rows
+
+
+def publish_dir(tmp: Path, final: Path) -> None:
+    """Rename a fully written temporary folder into place (atomic: a crash never leaves a half-written one). If
+    another process published the same folder first, keep theirs and drop ours."""
+    try:
+        os.replace(tmp, final)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)

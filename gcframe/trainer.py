@@ -11,7 +11,6 @@ The loop never asks which method it runs.
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 import resource
 import time

@@ -1,10 +1,8 @@
 """The weighted-MLE engine: aggregation modes by hand, SFT = transformers' cross-entropy, split invariance."""
-import math
 
 import pytest
 import torch
 
-from gcframe.batch import Batch
 from gcframe.engine import AGGREGATIONS, Normaliser, aggregate, token_logprobs, weighted_mle_loss
 from gcframe.errors import UserError
 from gcframe.modeling import ModelConfig, build_char_tokenizer, build_tiny_llama
