@@ -187,7 +187,12 @@ class Trainer:
         self.mb_gen = torch.Generator().manual_seed(cfg.seed + 1)
         self.gen_tokens = 0
         self.elapsed = 0.0
+        # the models this run holds and their parameter counts (frozen ones are copies of the SFT base)
         self.models_held = {"policy": count_parameters(policy), **{n: count_parameters(m) for n, m in self.aux.items()}}
+        if self.method.uses_reference:
+            self.models_held["reference"] = count_parameters(self.ctx.reference)
+        if reward_model is not None:
+            self.models_held["reward_model"] = count_parameters(reward_model.model)
         checkpoint.check_supported(self)
 
     # -- one optimiser step on one minibatch ---------------------------------------------------------------
