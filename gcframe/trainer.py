@@ -191,7 +191,7 @@ class Trainer:
         self.models_held = {"policy": count_parameters(policy), **{n: count_parameters(m) for n, m in self.aux.items()}}
         if self.method.uses_reference:
             self.models_held["reference"] = count_parameters(self.ctx.reference)
-        if reward_model is not None:
+        if isinstance(getattr(reward_model, "model", None), torch.nn.Module):  # r_φ (a stub may have none)
             self.models_held["reward_model"] = count_parameters(reward_model.model)
         checkpoint.check_supported(self)
 
