@@ -26,7 +26,7 @@ from gcframe.engine import Normaliser, token_logprobs, weighted_mle_loss
 from gcframe.errors import UserError
 from gcframe.evaluate import COUNT_KEYS, evaluate, rates
 from gcframe.kl import k3
-from gcframe.modeling import AdapterDisabled, count_parameters, prepare_policy
+from gcframe.modeling import AdapterDisabled, count_parameters, evaluating, prepare_policy
 from gcframe.rewards import score
 from gcframe.runlog import RunLogger
 from gcframe.sampling import GenerationConfig, Generator, make_batch
@@ -99,7 +99,10 @@ class Context:
             pos += take
         self._orders[name] = (order, pos)
         mine = idx[self.rank * n // self.world:(self.rank + 1) * n // self.world]
-        return [dataset[i] for i in mine]
+        if isinstance(dataset, list):
+            return [dataset[i] for i in mine]
+        cols = dataset[mine]  # one read of a datasets.Dataset: {column: [values]}
+        return [dict(zip(cols, values)) for values in zip(*cols.values())]
 
     # -- data sources ------------------------------------------------------------------------------------
     def demonstrations(self, n: int) -> Batch:
@@ -112,7 +115,7 @@ class Context:
         """prompts -> sampler -> rewards: `group_size` completions of each of n_prompts (global) prompts."""
         rows = self.draw(self.task.prompts, n_prompts, "prompts")
         model = model or self.policy
-        with self.timed("generate"):
+        with self.timed("generate"), evaluating(model):
             batch = self.generator.generate(model, [r["prompt"] for r in rows], n=group_size)
         with self.timed("score"):
             for t, gid in zip(batch.texts, batch.group_ids.tolist()):
@@ -262,7 +265,8 @@ class Trainer:
     def train_step(self, step: int) -> dict:
         self.ctx.timings.clear()
         t0 = time.perf_counter()
-        self.policy.eval()
+        if not self.policy.training:  # it trains; the passes that must not (sampling, π_old) use `evaluating`
+            self.policy.train()
         try:
             batch = self.method.collect(step).to(self.acc.device)
         except RuntimeError as e:  # torch.multinomial met NaN/inf probabilities: the policy's logits are not finite
@@ -275,13 +279,13 @@ class Trainer:
             if self.method.uses_reference:
                 batch.data["ref_logp"] = token_logprobs(self.ctx.reference, batch, self.tcfg.temperature)
             if reuse:
-                batch.data["old_logp"] = token_logprobs(self.policy, batch, self.tcfg.temperature)
+                with evaluating(self.policy):
+                    batch.data["old_logp"] = token_logprobs(self.policy, batch, self.tcfg.temperature)
             self.method.prepare(batch)
         bad = sorted(k for k, v in batch.data.items() if v.is_floating_point() and not torch.isfinite(v).all())
         if bad:  # rewards, log-probs of π_ref/π_old (logits), advantages, values
             raise FloatingPointError(", ".join(bad))
         t2 = time.perf_counter()
-        self.policy.train()
         updates = []
         for _ in range(self.tcfg.epochs):
             for mb in batch.split(self.tcfg.minibatches, self.mb_gen if self.tcfg.minibatches > 1 else None):
@@ -333,8 +337,8 @@ class Trainer:
         rows = self.task.heldout.select(range(min(self.tcfg.eval_size, len(self.task.heldout))))
         rows = [rows[i] for i in range(self.acc.process_index, len(rows), self.acc.num_processes)]
         model = self.acc.unwrap_model(self.policy)
-        model.eval()
-        counts = evaluate(model, self.ctx.generator, self.task, rows, k=k, on_samples=self._sample_sums)
+        with evaluating(model):
+            counts = evaluate(model, self.ctx.generator, self.task, rows, k=k, on_samples=self._sample_sums)
         t = self.acc.reduce(torch.tensor([float(counts.get(c, 0)) for c in COUNT_KEYS], device=self.acc.device), "sum")
         res = rates(dict(zip(COUNT_KEYS, t.tolist())), k)
         return {"step": step, **res, "gen_tokens": self.gen_tokens, "time_s": self.elapsed}

@@ -20,7 +20,7 @@ from gcframe.batch import Batch
 from gcframe.engine import Normaliser, aggregate, token_logprobs
 from gcframe.errors import UserError
 from gcframe.kl import k1, k3
-from gcframe.modeling import ScalarHeadModel, load_model_and_tokenizer
+from gcframe.modeling import ScalarHeadModel, evaluating, load_model_and_tokenizer
 from methods.base import Method, MethodConfig, register
 
 
@@ -87,7 +87,8 @@ class PPO(Method):
         if "old_logp" not in d:
             # μ = 1 and one minibatch: the engine stores no π_old since π_θ has not moved. The KL reward needs
             # it now, so compute it (the forward the engine skipped) and store it; the ratio then uses it too.
-            d["old_logp"] = token_logprobs(self.ctx.policy, batch, self.ctx.cfg.train.temperature)
+            with evaluating(self.ctx.policy):
+                d["old_logp"] = token_logprobs(self.ctx.policy, batch, self.ctx.cfg.train.temperature)
         kl = k1(d["ref_logp"], d["old_logp"]) * mask  # log π_old − log π_ref  [N, T]
         lengths = mask.sum(-1).long()  # |o_i| incl. <eos>  [N]
         last = torch.nn.functional.one_hot((lengths - 1).clamp(min=0), mask.shape[1]).to(mask.dtype)

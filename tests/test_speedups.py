@@ -112,3 +112,45 @@ def test_a_step_reports_its_phase_times(method, phases):
         assert row[f"time_{k}"] >= 0.0
     assert row["time_generate"] <= row["time_collect"]
     assert set(SIZES) == {"small", "compute"}
+
+
+def test_the_policy_samples_in_eval_mode_and_a_step_that_never_samples_switches_no_mode():
+    from experiments.benchmark import Size, build_base, make_trainer
+
+    size = Size("test", 32, 2, 4, 64, prompts=2, group=2, new_tokens=4)
+    with tempfile.TemporaryDirectory() as tmp:
+        build_base(size, f"{tmp}/base")
+        seen = {}
+        for method in ("grpo", "sft"):
+            tr = make_trainer(method, size, f"{tmp}/base", f"{tmp}/{method}", steps=2)
+            policy, inner = tr.ctx.policy, tr.ctx.generator.generate
+            switches = []
+            tr.ctx.generator.generate = lambda model, *a, **k: (switches.append(("sample", model.training)),
+                                                                 inner(model, *a, **k))[1]
+            tr.train_step(0)  # the first step puts the freshly loaded (eval-mode) policy into train mode
+            assert policy.training
+            real_train = policy.train
+            policy.train = lambda mode=True: (switches.append(mode), real_train(mode))[1]
+            tr.train_step(1)
+            del policy.train
+            tr.logger.close()
+            assert policy.training  # the update ran in train mode, and it stays there
+            seen[method] = switches
+    # step 0 samples in eval mode; step 1: eval for sampling, sample, back to train (one switch each way)
+    assert seen["grpo"] == [("sample", False), False, ("sample", False), True]
+    assert seen["sft"] == []  # SFT never samples: no eval/train walk over the modules
+
+
+def test_drawing_from_a_dataset_reads_the_same_rows_as_from_a_list():
+    from datasets import Dataset
+
+    from gcframe.trainer import Context
+
+    rows = [{"prompt": f"{i}+1=", "completion": str(i + 1), "steps": [i, i + 1]} for i in range(7)]
+    got = []
+    for data in (Dataset.from_list(rows), rows):
+        ctx = type("Ctx", (), {})()  # only what Context.draw reads
+        ctx.rng, ctx._orders, ctx.rank, ctx.world = torch.Generator().manual_seed(3), {}, 0, 1
+        got.append([Context.draw(ctx, data, 5, "x") for _ in range(3)])  # 15 rows: crosses a reshuffle
+    assert got[0] == got[1]
+    assert len({r["prompt"] for r in got[1][0] + got[1][1][:2]}) == 7  # the first 7 rows are one permutation
