@@ -3,7 +3,9 @@ the engine against a plain cross-entropy loop, and (--vs-trl) TRL's trainers sid
 
     python experiments/benchmark.py --quick                  # every ratio, < 3 min on 2 CPU cores
     python experiments/benchmark.py --out bench.json         # every method at both sizes, more steps
-    python experiments/benchmark.py --vs-trl                 # + GRPO, RLOO, DPO, SFT against TRL (pip install trl)
+
+The TRL side by side (GRPO, RLOO, DPO, SFT against TRL's trainers) runs whenever TRL is installed
+(`pip install -e '.[trl]'`); --no-trl skips it, --vs-trl makes a missing TRL an error.
 
 Two configurations, untrained tiny Llamas built from config (timing needs no trained base):
     small    ~1M parameters,  2 prompts x 4 completions x 8 new tokens    (overhead-bound)
@@ -23,7 +25,8 @@ correctly, and building them is a one-off cost, not a per-step one. Ratios:
     engine_vs_ce  SFT through the weighted-MLE engine (Trainer.train_step) / a plain cross-entropy loop (tokenise,
                   forward, CE, backward, clip, AdamW) on the same batches, steps alternated in one process
     vs_trl        project / TRL median step time per method, identical model, tokenizer, data and settings, whole
-                  runs alternated (experiments/benchmark_trl.py)
+                  runs alternated (experiments/benchmark_trl.py); its floor is the project's essential passes alone /
+                  TRL's step, the best ratio any framework could reach with these model calls
 """
 from __future__ import annotations
 
@@ -520,11 +523,12 @@ def run(args) -> dict:
             res["engine_vs_ce"][s] = isolated(engine_vs_ce, s, bases[s], plan.warmup[s], plan.ce_steps[s],
                                               args.threads)
         r["engine_vs_ce"] = {s: v["ratio"] for s, v in res["engine_vs_ce"].items()}
-        if args.vs_trl:
+        if args.trl:
             from experiments.benchmark_trl import compare_with_trl
 
             res["vs_trl"] = compare_with_trl(sizes, bases, plan, args.threads, say, t_start)
             r["vs_trl"] = {s: {m: v.get("ratio") for m, v in d.items()} for s, d in res["vs_trl"].items()}
+            r["vs_trl_floor"] = {s: {m: v.get("floor") for m, v in d.items()} for s, d in res["vs_trl"].items()}
     res["machine"]["load_avg_end"] = os.getloadavg()
     res["wall_s"] = time.perf_counter() - t_start
     return res
@@ -565,12 +569,13 @@ def table(res: dict) -> str:
         out.append(f"  engine / plain cross-entropy, {s}: {_f(v['ratio'], '{:.2f}')} "
                    f"({_f(v['engine_step_s'], '{:.4f}')} s vs {_f(v['plain_ce_step_s'], '{:.4f}')} s)")
     if "vs_trl" not in res:
-        out.append("  project / TRL: not run (add --vs-trl; needs `pip install -e '.[trl]'`)")
+        out.append(f"  project / TRL: not run ({res['config'].get('trl_skipped') or 'TRL is not installed'})")
     for s, d in res.get("vs_trl", {}).items():
         for m, v in d.items():
             if v.get("ratio") is not None:
                 out.append(f"  project / TRL, {s} {m}: {v['ratio']:.2f} ({v['project_step_s']:.4f} s vs "
-                           f"{v['trl_step_s']:.4f} s, {len(v['rounds'])} alternated run pairs)")
+                           f"{v['trl_step_s']:.4f} s, {len(v['rounds'])} alternated run pairs; floor "
+                           f"{_f(v.get('floor'), '{:.2f}')}: the project's essential passes alone / TRL)")
             else:
                 out.append(f"  project / TRL, {s} {m}: not measured: {(v.get('error') or '?').strip().splitlines()[-1]}")
     m = res["machine"]
@@ -585,7 +590,9 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--quick", action="store_true", help="fewer steps; the compute-bound size for GRPO and PPO only")
-    p.add_argument("--vs-trl", action="store_true", help="also GRPO, RLOO, DPO, SFT against TRL's trainers")
+    p.add_argument("--vs-trl", action="store_true",
+                   help="require the TRL side by side (it runs whenever TRL is installed): exit 2 if TRL is missing")
+    p.add_argument("--no-trl", action="store_true", help="skip the TRL side by side even where TRL is installed")
     p.add_argument("--out", help="write the results as JSON here")
     p.add_argument("--methods", help="comma-separated methods (default: the plan's)")
     p.add_argument("--sizes", help="comma-separated sizes: small,compute (default: both)")
@@ -599,6 +606,12 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.vs_trl and args.no_trl:
+        print("--vs-trl and --no-trl contradict each other: give one of them", file=sys.stderr)
+        return 2
+    if args.out and not Path(args.out).resolve().parent.is_dir():  # fail now, not after minutes of measuring
+        print(f"--out {args.out}: its folder does not exist; create it or choose another path", file=sys.stderr)
+        return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch  # noqa: F401  - imported once here, inherited by every forked measurement
     import transformers  # noqa: F401
@@ -608,13 +621,20 @@ def main(argv=None) -> int:
 
     task_of(run_config(SIZES["small"], 1))  # the same task for every size (only the batch shape differs)
 
-    if args.vs_trl:
+    args.trl, skipped = False, "--no-trl"
+    if not args.no_trl:
         try:
             import trl  # noqa: F401
+
+            args.trl = True
         except ImportError:
-            print("--vs-trl needs TRL: pip install -e '.[trl]' (or pip install trl)", file=sys.stderr)
-            return 2
+            if args.vs_trl:
+                print("--vs-trl needs TRL: pip install -e '.[trl]' (or pip install trl)", file=sys.stderr)
+                return 2
+            skipped = "TRL is not installed: pip install -e '.[trl]'"
     res = run(args)
+    if not args.trl:
+        res["config"]["trl_skipped"] = skipped
     print(table(res))
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1, default=str))

@@ -8,7 +8,8 @@ RL prompts with its own verifier as the reward (GRPO, RLOO), the demonstrations 
 demonstrations (DPO; benchmark.offline_rows). Step time = the interval between consecutive optimiser steps of the
 trainer's own loop (TRL: `on_step_end` callbacks; project: `train_step` + the metrics row written, as `fit` runs).
 Whole runs alternate (project, TRL, TRL, project, ...), each in a fresh process; the ratio is of the medians of the
-runs' median step times.
+runs' median step times. Each project run also times its essential passes alone (benchmark.essential_passes): their
+sum over TRL's step is the floor, the ratio no framework could beat with the same model calls.
 """
 from __future__ import annotations
 
@@ -121,19 +122,24 @@ def trl_run(method: str, size_name: str, base_dir: str, warmup: int, steps: int,
 
 
 def project_run(method: str, size_name: str, base_dir: str, warmup: int, steps: int, threads: int) -> dict:
-    out = measure_method(method, size_name, base_dir, {"warmup": warmup, "steps": steps, "limit_rounds": 0},
+    """Runs in a fresh process: the project's run, and its essential passes timed alone (one round)."""
+    out = measure_method(method, size_name, base_dir, {"warmup": warmup, "steps": steps, "limit_rounds": 1},
                          threads, PROJECT_OPTS[method])
-    return {"step_s": out["step_s"], "step_s_all": out["step_s_all"], "settings": PROJECT_OPTS[method]}
+    return {"step_s": out["step_s"], "step_s_all": out["step_s_all"], "essential_sum_s": out["essential_sum_s"],
+            "settings": PROJECT_OPTS[method]}
 
 
 def compare_with_trl(sizes, bases, plan, threads: int, say, t_start: float) -> dict:
-    """{size: {method: {ratio, project_step_s, trl_step_s, rounds, settings} or {error}}}."""
+    """{size: {method: {ratio, floor, project_step_s, trl_step_s, rounds, settings} or {error}}}.
+
+    floor = the project's essential passes alone / TRL's step: the ratio a framework with no overhead at all would
+    reach with these model calls (generation, frozen forwards, forward+backward+AdamW), a bound on `ratio`."""
     out = {}
     for s in sizes:
         out[s] = {}
         for m in METHODS:
             say(f"[{time.perf_counter() - t_start:5.0f}s] {s:>7} {m} vs TRL")
-            rounds, proj, trl = [], [], []
+            rounds, proj, trl, passes = [], [], [], []
             try:
                 for r in range(plan.trl_rounds):  # alternate which side runs first
                     order = ("project", "trl") if r % 2 == 0 else ("trl", "project")
@@ -143,10 +149,12 @@ def compare_with_trl(sizes, bases, plan, threads: int, say, t_start: float) -> d
                         got[side] = isolated(fn, m, s, bases[s], plan.warmup[s] + 1, plan.trl_steps[s], threads)
                     proj.append(got["project"]["step_s"])
                     trl.append(got["trl"]["step_s"])
+                    passes.append(got["project"]["essential_sum_s"])
                     rounds.append({"project_step_s": proj[-1], "trl_step_s": trl[-1], "ratio": ratio(proj[-1], trl[-1]),
-                                   "order": order})
-                out[s][m] = {"ratio": ratio(median(proj), median(trl)), "project_step_s": median(proj),
-                             "trl_step_s": median(trl), "rounds": rounds,
+                                   "project_essential_sum_s": passes[-1], "order": order})
+                out[s][m] = {"ratio": ratio(median(proj), median(trl)), "floor": ratio(median(passes), median(trl)),
+                             "project_step_s": median(proj), "trl_step_s": median(trl),
+                             "project_essential_sum_s": median(passes), "rounds": rounds,
                              "settings": {"project": got["project"]["settings"], "trl": got["trl"]["settings"]}}
             except RuntimeError as e:  # report exactly what failed; never a made-up number
                 out[s][m] = {"ratio": None, "error": str(e)[-3000:], "rounds": rounds}

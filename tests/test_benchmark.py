@@ -1,6 +1,7 @@
 """experiments/benchmark.py: its smallest run writes every ratio (keys and shapes, not timing values), and the TRL
 comparison reports a failure instead of a number."""
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -9,9 +10,12 @@ from experiments import benchmark, benchmark_trl
 
 def test_smallest_run_writes_every_ratio(tmp_path):
     out = tmp_path / "bench.json"
-    rc = benchmark.main(["--sizes", "small", "--methods", "grpo,ppo", "--steps", "1", "--silent", "--out", str(out)])
+    rc = benchmark.main(["--sizes", "small", "--methods", "grpo,ppo", "--steps", "1", "--silent", "--no-trl",
+                         "--out", str(out)])
     assert rc == 0
     res = json.loads(out.read_text())
+    assert "vs_trl" not in res and res["config"]["trl_skipped"] == "--no-trl"
+    assert "project / TRL: not run (--no-trl)" in benchmark.table(res)
     r = res["ratios"]
     assert set(r) >= {"limit", "grpo_vs_ppo", "engine_vs_ce"}
     assert set(r["limit"]["small"]) == {"grpo", "ppo"}
@@ -37,6 +41,37 @@ def test_vs_trl_reports_what_failed(monkeypatch):
     assert set(res["small"]) == set(benchmark_trl.METHODS)
     for v in res["small"].values():
         assert v["ratio"] is None and "no TRL here" in v["error"]
+
+
+def test_vs_trl_ratio_and_floor_are_ratios_of_medians(monkeypatch):
+    # three alternated run pairs; the project's runs also time their essential passes alone
+    fake = {"project": iter([{"step_s": 0.30, "essential_sum_s": 0.20, "settings": {}},
+                             {"step_s": 0.36, "essential_sum_s": 0.26, "settings": {}},
+                             {"step_s": 0.33, "essential_sum_s": 0.23, "settings": {}}]),
+            "trl": iter([{"step_s": 0.50, "settings": {}}, {"step_s": 0.40, "settings": {}},
+                         {"step_s": 0.60, "settings": {}}])}
+    order = []
+
+    def isolated(fn, *args):
+        side = "project" if fn is benchmark_trl.project_run else "trl"
+        order.append(side)
+        return next(fake[side])
+
+    monkeypatch.setattr(benchmark_trl, "isolated", isolated)
+    monkeypatch.setattr(benchmark_trl, "METHODS", ("grpo",))
+    plan = replace(benchmark.QUICK, trl_rounds=3)
+    v = benchmark_trl.compare_with_trl(["small"], {"small": "unused"}, plan, 1, lambda *a: None, 0.0)["small"]["grpo"]
+    assert order == ["project", "trl", "trl", "project", "project", "trl"]  # alternated
+    # medians: project 0.33, passes 0.23, TRL 0.50 -> ratio 0.33/0.50 = 0.66, floor 0.23/0.50 = 0.46
+    assert v["ratio"] == pytest.approx(0.66) and v["floor"] == pytest.approx(0.46)
+
+
+@pytest.mark.parametrize("argv,says", [(["--vs-trl", "--no-trl"], "contradict"),
+                                       (["--out", "no/such/folder/b.json"], "does not exist")])
+def test_bad_arguments_exit_2_with_one_line(argv, says, capsys):
+    assert benchmark.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err
 
 
 def test_project_and_trl_settings_match():
