@@ -289,8 +289,7 @@ def fig_cost(runs: Runs, path: Path) -> Path:
         peak = tr.groupby(["method", "seed"], sort=False)["peak_rss_mb"].max().reset_index()
         sns.barplot(data=peak, y="method", x="peak_rss_mb", hue="method", palette=runs.palette, ax=axes[1],
                     order=[m for m in runs.methods if m in set(peak["method"])], errorbar=None, legend=False)
-    axes[1].set(xlabel="peak RSS (MB; process-wide, so it never falls\nbetween runs of one compare.py process)",
-                ylabel="")
+    axes[1].set(xlabel="peak RSS during the run (MB; the process's\nlibraries and data included)", ylabel="")
     return _save(fig, path)
 
 

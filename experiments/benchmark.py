@@ -36,7 +36,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import resource
 import statistics
 import sys
 import tempfile
@@ -47,6 +46,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
+
+from gcframe.memory import peak_rss_mb, reset_peak, rss_mb  # noqa: E402
 
 LR = 1e-4  # any value: timing does not depend on it; the TRL side uses the same
 
@@ -123,43 +124,12 @@ def _child(conn, fn, args):
     conn.close()
 
 
-def _proc_status(key: str) -> float | None:
-    """A VmXXX line of /proc/self/status in MiB (Linux), else None."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def reset_peak_rss() -> None:
-    """Restart the RSS high-water mark (Linux >= 4.0); elsewhere the fresh process is the reset."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def rss_mb() -> float:
-    return _proc_status("VmRSS") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def peak_rss_mb() -> float:
-    return _proc_status("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def setup_process(threads: int) -> None:
     import torch
 
     if threads > 0:
         torch.set_num_threads(threads)
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
-    reset_peak_rss()
+    reset_peak()
 
 
 def median(xs):

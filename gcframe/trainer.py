@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import resource
 import time
 
 import torch
@@ -26,6 +25,7 @@ from gcframe.engine import Normaliser, token_logprobs, weighted_mle_loss
 from gcframe.errors import UserError
 from gcframe.evaluate import COUNT_KEYS, evaluate, rates
 from gcframe.kl import k3
+from gcframe.memory import peak_rss_mb, reset_peak
 from gcframe.modeling import AdapterDisabled, count_parameters, evaluating, prepare_policy
 from gcframe.rewards import score
 from gcframe.runlog import RunLogger
@@ -153,6 +153,7 @@ class Trainer:
         from gcframe.modeling import load_model_and_tokenizer
 
         self.cfg, self.tcfg = cfg, cfg.train
+        reset_peak()  # the rows' peak_rss_mb is this run's own, though compare.py runs every method in one process
         self.acc = accelerator or make_accelerator()
         torch.manual_seed(cfg.seed + self.acc.process_index)  # each process samples its own completions
         if policy is None:
@@ -304,7 +305,7 @@ class Trainer:
         row.update(step=step, gen_tokens=self.gen_tokens, time_s=self.elapsed, time_collect=t1 - t0,
                    time_prepare=t2 - t1, time_update=t3 - t2, lr=self.sched.get_last_lr()[0],
                    **{f"time_{k}": v for k, v in self.ctx.timings.items()},  # generate, score | critic (in update)
-                   peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                   peak_rss_mb=peak_rss_mb())
         if torch.cuda.is_available():
             row["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
         return row, batch

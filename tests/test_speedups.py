@@ -154,3 +154,22 @@ def test_drawing_from_a_dataset_reads_the_same_rows_as_from_a_list():
         got.append([Context.draw(ctx, data, 5, "x") for _ in range(3)])  # 15 rows: crosses a reshuffle
     assert got[0] == got[1]
     assert len({r["prompt"] for r in got[1][0] + got[1][1][:2]}) == 7  # the first 7 rows are one permutation
+
+
+def test_a_runs_peak_memory_is_its_own_not_the_processes():
+    from experiments.benchmark import Size, build_base, make_trainer
+    from gcframe import memory
+
+    if not memory.reset_peak() or memory.peak_rss_mb() is None:
+        pytest.skip("this OS cannot restart the RSS peak (Linux >= 4.0 with /proc only)")
+    size = Size("test", 32, 2, 4, 64, prompts=2, group=2, new_tokens=4)
+    with tempfile.TemporaryDirectory() as tmp:
+        build_base(size, f"{tmp}/base")
+        big = torch.ones(300 * 2**20 // 4)  # 300 MiB touched, then freed: an earlier run's peak
+        del big
+        before = memory.peak_rss_mb()
+        tr = make_trainer("sft", size, f"{tmp}/base", f"{tmp}/run", steps=1)
+        row, _ = tr.train_step(0)
+        tr.logger.close()
+    assert before - row["peak_rss_mb"] > 200  # the freed 300 MiB is not this run's peak
+    assert row["peak_rss_mb"] >= memory.rss_mb() - 50  # but the run's own memory is
