@@ -144,6 +144,41 @@ class Context:
         self.reference.load_state_dict(self.policy.state_dict())
 
 
+class Tally:
+    """Per-item statistics of one step (n, Σx, Σx² per name), summed over micro-batches and then over processes in
+    one all-reduce: the logged means and stds are those of the global batch, however it is split."""
+
+    def __init__(self):
+        self.sums: dict[str, torch.Tensor] = {}
+
+    def add(self, name: str, values: torch.Tensor) -> None:
+        x = values.detach().flatten().double().cpu()
+        s = torch.stack([torch.tensor(float(x.numel()), dtype=torch.float64), x.sum(), (x * x).sum()])
+        self.sums[name] = self.sums[name] + s if name in self.sums else s
+
+    def all_sum(self, acc: Accelerator) -> "Tally":
+        if acc.num_processes > 1 and self.sums:  # every process adds the same names (sorted: the same order)
+            names = sorted(self.sums)
+            total = acc.reduce(torch.stack([self.sums[k] for k in names]).to(acc.device), "sum").cpu()
+            self.sums = dict(zip(names, total))
+        return self
+
+    def count(self, name: str) -> float:
+        return float(self.sums[name][0])
+
+    def total(self, name: str) -> float:
+        return float(self.sums[name][1])
+
+    def mean(self, name: str) -> float:
+        n, total, _ = self.sums[name].tolist()
+        return total / n if n else 0.0
+
+    def std(self, name: str) -> float:
+        """The sample standard deviation (n − 1), as torch.std."""
+        n, total, squares = self.sums[name].tolist()
+        return math.sqrt(max(squares - total * total / n, 0.0) / (n - 1)) if n > 1 else 0.0
+
+
 class Trainer:
     """Runs one method from the SFT base for cfg.train.steps steps, logging into `run_dir`."""
 
@@ -207,13 +242,13 @@ class Trainer:
         n_seqs, n_tok = self.acc.reduce(counts, "sum").tolist()
         return Normaliser(n_seqs, n_tok, self.tcfg.max_new_tokens)
 
-    def _update(self, mb: Batch) -> dict:
+    def _update(self, mb: Batch, tally: Tally) -> dict:
+        """One optimiser step on one minibatch -> {loss, grad_norm}; per-token statistics go to `tally`."""
         norm = self._global_norm(mb)
         mbs = self.tcfg.micro_batch_size
         micros = mb.split(math.ceil(len(mb) / mbs)) if mbs else [mb]
         models = [self.policy, *self.aux_models]
-        stats = {"loss": 0.0, "entropy": 0.0, "n_tok": 0.0}
-        gcs, kls = [], []
+        loss_sum = 0.0
         for j, micro in enumerate(micros):
             last = j == len(micros) - 1
             with contextlib.ExitStack() as stack:
@@ -234,13 +269,14 @@ class Trainer:
                             raise FloatingPointError("loss")
                         self.acc.backward(aux * self.acc.num_processes)
             mask = micro.completion_mask.bool()
-            stats["loss"] += float(loss.detach())
-            stats["entropy"] += float(entropy.sum())
-            stats["n_tok"] += float(mask.sum())
-            gcs.append(gc.detach()[mask])
+            loss_sum += float(loss.detach())
+            g = gc.detach()[mask]
+            tally.add("gc", g)
+            tally.add("gc_pos", (g > 0).double())
+            tally.add("gc_neg", (g < 0).double())
+            tally.add("entropy", entropy[mask])
             if "ref_logp" in micro.data:
-                log_rho = micro.data["ref_logp"] - logp.detach()  # log π_ref/π_θ
-                kls.append((log_rho.exp() - log_rho - 1)[mask])  # k3
+                tally.add("kl_ref", k3(micro.data["ref_logp"], logp.detach())[mask])  # k3 of π_ref/π_θ
         grad_norm = self.acc.clip_grad_norm_(self.policy.parameters(), self.tcfg.grad_clip or float("inf"))
         norms = [grad_norm] + [self.acc.clip_grad_norm_(m.parameters(), self.tcfg.grad_clip or float("inf"))
                                for m in self.aux_models]
@@ -253,15 +289,8 @@ class Trainer:
             for o in self.aux_opts:
                 o.step()
                 o.zero_grad(set_to_none=True)
-        gc_all = torch.cat(gcs) if gcs else torch.zeros(1)
         # this process's loss is its share of the global sum; the row is averaged over processes -> scale by W
-        out = {"loss": stats["loss"] * self.acc.num_processes, "entropy": stats["entropy"] / max(stats["n_tok"], 1),
-               "grad_norm": float(grad_norm), "gc_mean": float(gc_all.mean()),
-               "gc_std": float(gc_all.std()) if gc_all.numel() > 1 else 0.0,
-               "gc_pos_frac": float((gc_all > 0).float().mean()), "gc_neg_frac": float((gc_all < 0).float().mean())}
-        if kls:
-            out["kl_ref"] = float(torch.cat(kls).mean())
-        return out
+        return {"loss": loss_sum * self.acc.num_processes, "grad_norm": float(grad_norm)}
 
     def train_step(self, step: int) -> dict:
         self.ctx.timings.clear()
@@ -287,20 +316,20 @@ class Trainer:
         if bad:  # rewards, log-probs of π_ref/π_old (logits), advantages, values
             raise FloatingPointError(", ".join(bad))
         t2 = time.perf_counter()
-        updates = []
+        updates, tally = [], Tally()
         for _ in range(self.tcfg.epochs):
             for mb in batch.split(self.tcfg.minibatches, self.mb_gen if self.tcfg.minibatches > 1 else None):
-                updates.append(self._update(mb))
+                updates.append(self._update(mb, tally))
         t3 = time.perf_counter()
         if self.tcfg.ref_refresh_every and (step + 1) % self.tcfg.ref_refresh_every == 0:
             self.ctx.refresh_reference()
 
-        row = {k: sum(u[k] for u in updates) / len(updates) for k in updates[0]}
-        row.update(self._batch_stats(batch))
-        row.update(self.method.pop_stats())
+        row = {k: sum(u[k] for u in updates) / len(updates) for k in updates[0]}  # loss, grad_norm: global
+        row.update(self.method.pop_stats())  # the method's own measurements: means over processes
         row = self._mean_over_processes(row)
-        sampled = float(batch.completion_mask.sum()) if "truncated" in batch.data else 0.0  # live samples only
-        self.gen_tokens += int(self.acc.reduce(torch.tensor(sampled, device=self.acc.device), "sum").item())
+        row.update(self._batch_stats(batch, tally))  # the global batch's statistics
+        if "truncated" in batch.data:  # tokens sampled by this step (the batch was generated, not read)
+            self.gen_tokens += int(tally.total("completion_len"))
         self.elapsed += t3 - t0
         row.update(step=step, gen_tokens=self.gen_tokens, time_s=self.elapsed, time_collect=t1 - t0,
                    time_prepare=t2 - t1, time_update=t3 - t2, lr=self.sched.get_last_lr()[0],
@@ -310,17 +339,25 @@ class Trainer:
             row["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
         return row, batch
 
-    @staticmethod
-    def _batch_stats(batch: Batch) -> dict:
-        lengths = batch.completion_mask.sum(-1)
-        out = {"completion_len": float(lengths.float().mean()), "n_seqs": float(len(batch))}
+    def _batch_stats(self, batch: Batch, tally: Tally) -> dict:
+        """Statistics of the global batch and of the update's tokens (`tally`), one all-reduce for all of them."""
         d = batch.data
+        tally.add("completion_len", batch.completion_mask.sum(-1))
+        for key in ("rewards", "correct", "truncated"):
+            if key in d:
+                tally.add(key, d[key])
+        tally.all_sum(self.acc)
+        out = {"completion_len": tally.mean("completion_len"), "n_seqs": tally.count("completion_len"),
+               "gc_mean": tally.mean("gc"), "gc_std": tally.std("gc"), "gc_pos_frac": tally.mean("gc_pos"),
+               "gc_neg_frac": tally.mean("gc_neg"), "entropy": tally.mean("entropy")}
+        if "kl_ref" in tally.sums:
+            out["kl_ref"] = tally.mean("kl_ref")
         if "rewards" in d:
-            out.update(reward_mean=float(d["rewards"].mean()), reward_std=float(d["rewards"].std()) if len(batch) > 1 else 0.0)
+            out.update(reward_mean=tally.mean("rewards"), reward_std=tally.std("rewards"))
         if "correct" in d:
-            out["accuracy"] = float(d["correct"].mean())
+            out["accuracy"] = tally.mean("correct")
         if "truncated" in d:
-            out["truncated_frac"] = float(d["truncated"].mean())
+            out["truncated_frac"] = tally.mean("truncated")
         return out
 
     def _mean_over_processes(self, row: dict) -> dict:

@@ -53,7 +53,7 @@ class FixedSampler:
 
 
 def run(base_dir: str, accelerator, work_dir: str) -> dict[str, dict]:
-    """Two steps of every configuration -> {name: {params, initial, shards, loss, grad_norm}}."""
+    """Two steps of every configuration -> {name: {params, initial, shards, loss, grad_norm, rows}}."""
     from unittest import mock
 
     from gcframe import engine
@@ -78,14 +78,16 @@ def _two_steps(name: str, base_dir: str, accelerator, work_dir: str) -> dict:
     trainer.ctx.generator = FixedSampler(trainer.tok)
     policy = accelerator.unwrap_model(trainer.policy)
     initial = torch.cat([p.detach().flatten() for p in policy.parameters()]).clone()
-    losses, norms, shards = [], [], []
+    losses, norms, shards, rows = [], [], [], []
     for step in range(cfg.train.steps):
         row, batch = trainer.train_step(step)
+        rows.append(row)
         losses.append(row["loss"])
         norms.append(row["grad_norm"])  # Adam hides a gradient's scale; the norm does not
         shards.append((accelerator.process_index, [t["prompt"] for t in batch.texts], batch.group_ids.tolist()))
     return {"params": torch.cat([p.detach().flatten() for p in policy.parameters()]), "initial": initial,
-            "shards": gather_object([shards]), "loss": losses, "grad_norm": norms}  # shards[rank][step]
+            "shards": gather_object([shards]), "loss": losses, "grad_norm": norms,  # shards[rank][step]
+            "rows": rows}
 
 
 if __name__ == "__main__":

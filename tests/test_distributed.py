@@ -51,6 +51,24 @@ def test_two_processes_update_like_one(two_and_one, name):
     assert two[name]["grad_norm"] == pytest.approx(one[name]["grad_norm"], rel=1e-9)
 
 
+# statistics of the global batch: means, stds and counts over all processes' items, not means of per-process values
+GLOBAL_STATS = ("reward_mean", "reward_std", "accuracy", "truncated_frac", "completion_len", "n_seqs", "gc_mean",
+                "gc_std", "gc_pos_frac", "gc_neg_frac", "entropy", "kl_ref")
+
+
+@pytest.mark.parametrize("name", ["grpo/token-mean", "grpo/micro-batches", "sft", "ppo"])
+def test_two_processes_log_the_statistics_of_one(two_and_one, name):
+    two, one = two_and_one
+    checked = 0
+    for r2, r1 in zip(two[name]["rows"], one[name]["rows"]):
+        for k in GLOBAL_STATS:
+            if k in r1:
+                assert r2[k] == pytest.approx(r1[k], rel=1e-9, abs=1e-12), k
+                checked += 1
+        assert r2["n_seqs"] == 16  # B·G = 4·4 sequences over both processes, not the 8 of one
+    assert checked >= 14  # SFT logs 7 of these per step, the RL methods more
+
+
 def test_prompts_are_sharded_and_groups_stay_whole(two_and_one):
     two, one = two_and_one
     (single,), (rank0, rank1) = one["grpo/token-mean"]["shards"], two["grpo/token-mean"]["shards"]
