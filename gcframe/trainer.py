@@ -275,8 +275,8 @@ class Trainer:
             tally.add("gc_pos", (g > 0).double())
             tally.add("gc_neg", (g < 0).double())
             tally.add("entropy", entropy[mask])
-            if "ref_logp" in micro.data:
-                tally.add("kl_ref", k3(micro.data["ref_logp"], logp.detach())[mask])  # k3 of π_ref/π_θ
+            if "ref_logp" in micro.data and "truncated" in micro.data:  # sampled from π_θ: k3 estimates KL(π_θ‖π_ref)
+                tally.add("kl_ref", k3(micro.data["ref_logp"], logp.detach())[mask])  # (offline data, DPO: see eval_kl_ref)
         grad_norm = self.acc.clip_grad_norm_(self.policy.parameters(), self.tcfg.grad_clip or float("inf"))
         norms = [grad_norm] + [self.acc.clip_grad_norm_(m.parameters(), self.tcfg.grad_clip or float("inf"))
                                for m in self.aux_models]

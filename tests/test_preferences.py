@@ -203,3 +203,22 @@ def test_reward_model_learns_above_chance(tok):
     res = rm.pairwise(sets["heldout"])
     assert res["accuracy"] >= 0.7, res  # chance is 0.5 ± 0.07 (1σ on 48 pairs)
     assert res["loss"] < math.log(2)  # below the BT loss at chance
+
+
+def test_kl_ref_is_logged_only_for_samples_of_the_policy():
+    """k3 estimates KL(π_θ‖π_ref) only on tokens sampled from π_θ: GRPO's rows carry kl_ref, DPO's offline pairs
+    do not (their KL is eval_kl_ref, measured on the policy's own samples)."""
+    import tempfile
+
+    from experiments.benchmark import Size, build_base, make_trainer
+
+    size = Size("test", 32, 2, 4, 64, prompts=2, group=2, new_tokens=4)
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        build_base(size, f"{tmp}/base")
+        for method in ("grpo", "dpo"):
+            tr = make_trainer(method, size, f"{tmp}/base", f"{tmp}/{method}", steps=1)
+            rows[method], _ = tr.train_step(0)
+            tr.logger.close()
+    assert rows["grpo"]["kl_ref"] >= 0.0
+    assert "kl_ref" not in rows["dpo"] and "reward_margin" in rows["dpo"]
