@@ -114,10 +114,11 @@ def summary_rows(runs: Runs) -> list[dict]:
                     "accuracy": _mean(start, "eval_accuracy"),
                     f"maj@{k}": _mean(start, "eval_majk"), f"pass@{k}": _mean(start, "eval_passk"),
                     "pass@1": _mean(start, "eval_pass1"), "KL to ref": "0", "train time (s)": "–",
-                    "peak RSS (MB)": "–", "generated tokens": "–"})
+                    "peak RSS (MB; +run)": "–", "generated tokens": "–"})
     for m in runs.methods:
         f, t = fin[fin["method"] == m], last[last["method"] == m] if len(last) else last
         peak = train[train["method"] == m]["peak_rss_mb"] if "peak_rss_mb" in train else pd.Series(dtype=float)
+        own = train[train["method"] == m]["peak_rss_run_mb"] if "peak_rss_run_mb" in train else pd.Series(dtype=float)
         steps = f["step"].unique()
         tokens = _mean(t, "gen_tokens", "{:,.0f}")
         pool = train[train["method"] == m]["pool_gen_tokens"] if "pool_gen_tokens" in train else pd.Series(dtype=float)
@@ -128,7 +129,8 @@ def summary_rows(runs: Runs) -> list[dict]:
                     f"maj@{k}": _mean(f, "eval_majk"), f"pass@{k}": _mean(f, "eval_passk"),
                     "pass@1": _mean(f, "eval_pass1"), "KL to ref": _mean(f, "eval_kl_ref", "{:.4f}"),
                     "train time (s)": _mean(t, "time_s", "{:.0f}"),
-                    "peak RSS (MB)": f"{peak.max():.0f}" if len(peak) else "–",
+                    "peak RSS (MB; +run)": (f"{peak.max():.0f}" if len(peak) else "–")
+                    + (f" (+{own.max():.0f})" if own.notna().any() else ""),
                     "generated tokens": tokens})
     if "eval_proxy_reward" in runs.eval:  # runs trained on r_φ: its mean score of the held-out samples
         for row, df in zip(out, ([start] if len(start) else []) + [fin[fin["method"] == m] for m in runs.methods]):
@@ -285,11 +287,13 @@ def fig_cost(runs: Runs, path: Path) -> Path:
         axes[0].legend(fontsize=7, ncol=per_method.shape[1], loc="lower center", bbox_to_anchor=(0.5, 1.0),
                        frameon=False)
     axes[0].set(xlabel="training time per run (s, mean over seeds; excludes evaluation)", ylabel="")
-    if "peak_rss_mb" in tr:
-        peak = tr.groupby(["method", "seed"], sort=False)["peak_rss_mb"].max().reset_index()
-        sns.barplot(data=peak, y="method", x="peak_rss_mb", hue="method", palette=runs.palette, ax=axes[1],
+    col = next((c for c in ("peak_rss_run_mb", "peak_rss_mb") if c in tr and tr[c].notna().any()), None)
+    if col:
+        peak = tr.groupby(["method", "seed"], sort=False)[col].max().reset_index()
+        sns.barplot(data=peak, y="method", x=col, hue="method", palette=runs.palette, ax=axes[1],
                     order=[m for m in runs.methods if m in set(peak["method"])], errorbar=None, legend=False)
-    axes[1].set(xlabel="peak RSS during the run (MB; the process's\nlibraries and data included)", ylabel="")
+    own = "peak RSS above the run's start (MB): its models, optimiser\nstate, training and evaluation activations"
+    axes[1].set(xlabel=own if col == "peak_rss_run_mb" else "peak RSS during the run (MB)", ylabel="")
     return _save(fig, path)
 
 
@@ -385,7 +389,9 @@ def write_report(out: str | Path) -> Path:
           f"Runs: {runs.n_runs} ({', '.join(runs.methods)}). Held-out metrics at the end of training: "
           f"greedy accuracy with its 95% t-interval over seeds; pass@1, maj@{k} and pass@{k} from {k} samples per "
           "problem; KL to π_ref is the per-token k3 mean over the policy's own held-out samples. Train time "
-          "excludes evaluation; generated tokens count only tokens the run sampled itself.\n",
+          "excludes evaluation; generated tokens count only tokens the run sampled itself. Peak RSS is the "
+          "process's during the run, and in brackets the run's own growth above what the process held when it "
+          "started (its models, optimiser state, and the activations of training and evaluation).\n",
           markdown_table(summary_rows(runs)),
           "\n## Change from the SFT base\n",
           f"DeepSeekMath §5.2.2 (Fig. 7) finds that RL raises maj@K but not pass@K: it makes the output "

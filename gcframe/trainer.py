@@ -25,7 +25,7 @@ from gcframe.engine import Normaliser, token_logprobs, weighted_mle_loss
 from gcframe.errors import UserError
 from gcframe.evaluate import COUNT_KEYS, evaluate, rates
 from gcframe.kl import k3
-from gcframe.memory import peak_rss_mb, reset_peak
+from gcframe.memory import peak_rss_mb, reset_peak, rss_mb
 from gcframe.modeling import AdapterDisabled, count_parameters, evaluating, prepare_policy
 from gcframe.rewards import score
 from gcframe.runlog import RunLogger
@@ -189,6 +189,7 @@ class Trainer:
 
         self.cfg, self.tcfg = cfg, cfg.train
         reset_peak()  # the rows' peak_rss_mb is this run's own, though compare.py runs every method in one process
+        self.rss_start_mb = rss_mb()  # held before this run: peak_rss_run_mb is the run's own growth
         self.acc = accelerator or make_accelerator()
         torch.manual_seed(cfg.seed + self.acc.process_index)  # each process samples its own completions
         if policy is None:
@@ -206,7 +207,8 @@ class Trainer:
         self.method = method_cls(mcfg, self.ctx)
         self.aggregation = mcfg.aggregation
 
-        opt = adamw([p for p in policy.parameters() if p.requires_grad], lr=self.tcfg.lr, weight_decay=self.tcfg.weight_decay)
+        opt = adamw([p for p in policy.parameters() if p.requires_grad], lr=self.tcfg.lr,
+                    weight_decay=self.tcfg.weight_decay)
         warm = max(getattr(self.tcfg, "warmup_steps", 0), 0)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
         self.aux = self.method.auxiliary_models()
@@ -275,8 +277,8 @@ class Trainer:
             tally.add("gc_pos", (g > 0).double())
             tally.add("gc_neg", (g < 0).double())
             tally.add("entropy", entropy[mask])
-            if "ref_logp" in micro.data and "truncated" in micro.data:  # sampled from π_θ: k3 estimates KL(π_θ‖π_ref)
-                tally.add("kl_ref", k3(micro.data["ref_logp"], logp.detach())[mask])  # (offline data, DPO: see eval_kl_ref)
+            if "ref_logp" in micro.data and "truncated" in micro.data:  # tokens sampled from π_θ, where the k3 mean
+                tally.add("kl_ref", k3(micro.data["ref_logp"], logp.detach())[mask])  # estimates KL(π_θ‖π_ref)
         grad_norm = self.acc.clip_grad_norm_(self.policy.parameters(), self.tcfg.grad_clip or float("inf"))
         norms = [grad_norm] + [self.acc.clip_grad_norm_(m.parameters(), self.tcfg.grad_clip or float("inf"))
                                for m in self.aux_models]
@@ -334,7 +336,7 @@ class Trainer:
         row.update(step=step, gen_tokens=self.gen_tokens, time_s=self.elapsed, time_collect=t1 - t0,
                    time_prepare=t2 - t1, time_update=t3 - t2, lr=self.sched.get_last_lr()[0],
                    **{f"time_{k}": v for k, v in self.ctx.timings.items()},  # generate, score | critic (in update)
-                   peak_rss_mb=peak_rss_mb())
+                   peak_rss_mb=peak_rss_mb(), peak_rss_run_mb=peak_rss_mb() - self.rss_start_mb)
         if torch.cuda.is_available():
             row["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
         return row, batch

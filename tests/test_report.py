@@ -29,7 +29,7 @@ def _eval_row(step, acc, kl=None, proxy=None, sampled=True):
 def _train_row(step, reward, kl=None):
     row = {"step": step, "loss": 0.1, "reward_mean": reward, "accuracy": reward, "gen_tokens": 100 * (step + 1),
            "time_s": 2.0 * (step + 1), "time_collect": 1.5, "time_generate": 1.0, "time_prepare": 0.1,
-           "time_update": 0.4, "peak_rss_mb": 500.0 + step}
+           "time_update": 0.4, "peak_rss_mb": 500.0 + step, "peak_rss_run_mb": 60.0 + step}
     if kl is not None:
         row["kl_ref"] = kl
     return row
@@ -91,6 +91,7 @@ def test_report_table_and_figures(out):
     row = {ln.split("|")[1].strip(): ln for ln in table if ln.startswith("| ")}
     assert "0.600 ± 1.271" in row["grpo"]  # both seeds read although seed 1's last line is torn
     assert "0.600 (n=1)" in row["rft"] and "0.300 (n=1)" in row["grpo@beta0"]
+    assert "| 509 (+69) |" in row["grpo"]  # the largest peak over steps 0..9: 500 + 9 total, 60 + 9 the run's own
     assert "| SFT base (step 0) | – | 0.400 | 0.420 | 0.800 | 0.350 | 0 |" in md  # the runs' step-0 rows
     # Δ maj@k of grpo: end (0.6 + .02) − start (0.4 + .02) = +0.200
     assert any(ln.startswith("| grpo | +0.200 |") for ln in lines)
