@@ -1,6 +1,7 @@
 """experiments/benchmark.py: its smallest run writes every ratio (keys and shapes, not timing values), and the TRL
 comparison reports a failure instead of a number."""
 import json
+import sys
 from dataclasses import replace
 
 import pytest
@@ -72,6 +73,13 @@ def test_bad_arguments_exit_2_with_one_line(argv, says, capsys):
     assert benchmark.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and says in err
+
+
+def test_vs_trl_without_trl_exits_2(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "trl", None)  # `import trl` raises ImportError, as where it is not installed
+    assert benchmark.main(["--vs-trl", "--sizes", "small"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pip install" in err
 
 
 def test_project_and_trl_settings_match():
