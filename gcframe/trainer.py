@@ -156,10 +156,11 @@ class Tally:
         s = torch.stack([torch.tensor(float(x.numel()), dtype=torch.float64), x.sum(), (x * x).sum()])
         self.sums[name] = self.sums[name] + s if name in self.sums else s
 
-    def all_sum(self, acc: Accelerator) -> "Tally":
-        if acc.num_processes > 1 and self.sums:  # every process adds the same names (sorted: the same order)
+    def all_sum(self, ctx: Context) -> "Tally":
+        """Σ over processes (`Context.all_sum`); every process adds the same names, sorted into the same order."""
+        if ctx.world > 1 and self.sums:
             names = sorted(self.sums)
-            total = acc.reduce(torch.stack([self.sums[k] for k in names]).to(acc.device), "sum").cpu()
+            total = ctx.all_sum(torch.stack([self.sums[k] for k in names]).to(ctx.device)).cpu()
             self.sums = dict(zip(names, total))
         return self
 
@@ -336,7 +337,7 @@ class Trainer:
         row.update(step=step, gen_tokens=self.gen_tokens, time_s=self.elapsed, time_collect=t1 - t0,
                    time_prepare=t2 - t1, time_update=t3 - t2, lr=self.sched.get_last_lr()[0],
                    **{f"time_{k}": v for k, v in self.ctx.timings.items()},  # generate, score | critic (in update)
-                   peak_rss_mb=peak_rss_mb(), peak_rss_run_mb=peak_rss_mb() - self.rss_start_mb)
+                   peak_rss_mb=(peak := peak_rss_mb()), peak_rss_run_mb=peak - self.rss_start_mb)
         if torch.cuda.is_available():
             row["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
         return row, batch
@@ -348,7 +349,7 @@ class Trainer:
         for key in ("rewards", "correct", "truncated"):
             if key in d:
                 tally.add(key, d[key])
-        tally.all_sum(self.acc)
+        tally.all_sum(self.ctx)
         out = {"completion_len": tally.mean("completion_len"), "n_seqs": tally.count("completion_len"),
                "gc_mean": tally.mean("gc"), "gc_std": tally.std("gc"), "gc_pos_frac": tally.mean("gc_pos"),
                "gc_neg_frac": tally.mean("gc_neg"), "entropy": tally.mean("entropy")}
