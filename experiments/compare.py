@@ -182,7 +182,11 @@ def main(argv=None) -> int:
     if acc.is_main_process and not args.resume:
         write_yaml(out / "config.yaml", {"methods_run": names, "seeds": seeds, **cfg.to_dict()})
     base_dir, base_info = pipeline.sft_base(cfg, task, acc, show_progress=show)
-    acc.print(f"SFT base: {base_dir} (held-out accuracy {base_info.get('eval_accuracy', float('nan')):.3f})")
+    if base_info.get("pretrained"):
+        acc.print(f"base model: {cfg.model.path} (pretrained, no stage 1; prompts: {task.fmt.name}; its held-out "
+                  "accuracy is every run's step-0 evaluation)")
+    else:
+        acc.print(f"SFT base: {base_dir} (held-out accuracy {base_info['eval_accuracy']:.3f})")
     rm = None
     if cfg.train.reward == "reward_model":  # the seed's stage 2: r_φ trained once on preferences (cached)
         import json
@@ -206,7 +210,7 @@ def main(argv=None) -> int:
                                   reward_model=rm)
                 res = trainer.fit(resume=bool(args.resume))
                 del trainer
-            rows.append({"method": label, "seed": seed, "base_accuracy": base_info.get("eval_accuracy"), **res})
+            rows.append({"method": label, "seed": seed, "base_accuracy": base_info.get("eval_accuracy", res.get("initial_accuracy")), **res})
             acc.print(f"{label:>12} seed {seed}: held-out accuracy {res['final_accuracy']:.3f} "
                       f"({res['steps']} steps, {res['time_s']:.0f} s)")
     if acc.is_main_process:

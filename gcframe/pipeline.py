@@ -16,20 +16,35 @@ from pathlib import Path
 
 from gcframe.config import RUNTIME_MODEL_OPTIONS, RunConfig, TrainConfig
 from gcframe.errors import UserError
-from gcframe.runlog import publish_dir
+from gcframe.runlog import cache_root, publish_dir
 from gcframe.tasks import build_task
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("GCFRAME_CACHE", Path.home() / ".cache" / "gcframe"))
-
-
-def resolve(cfg: RunConfig, task) -> RunConfig:
-    """Fill the values derived from the task (max_new_tokens)."""
+def resolve(cfg: RunConfig, task, tok=None) -> RunConfig:
+    """Fill the values derived from the task (max_new_tokens: the longest gold completion in tokens + 4, + 12 for a
+    chat model, which may phrase its answer; characters for the tiny model's character tokenizer)."""
     cfg = copy.deepcopy(cfg)
     if not cfg.train.max_new_tokens:
-        cfg.train.max_new_tokens = task.max_completion_chars + 4
+        if tok is None:
+            cfg.train.max_new_tokens = task.max_completion_chars + 4
+        else:
+            n = len(tok(task.longest_completion, add_special_tokens=False)["input_ids"])
+            cfg.train.max_new_tokens = n + (12 if task.fmt.chat else 4)
     return cfg
+
+
+def check_context(cfg: RunConfig, task, tok, context: int | None) -> None:
+    """Every prompt plus max_new_tokens must fit the model's context (max_position_embeddings)."""
+    if not context:
+        return
+    from gcframe.sampling import encode_prompts
+
+    texts = list(dict.fromkeys(list(task.heldout["prompt"]) + task.prompts[:2000]["prompt"] + list(task.demos["prompt"])))
+    longest = max(len(ids) for ids in encode_prompts(tok, texts))
+    if longest + cfg.train.max_new_tokens > context:
+        raise UserError(f"a prompt of {longest} tokens plus train.max_new_tokens={cfg.train.max_new_tokens} exceeds "
+                        f"the model's context of {context} tokens: shorten the prompts (task.system_prompt, "
+                        "task size) or lower train.max_new_tokens")
 
 
 def base_key(cfg: RunConfig) -> str:
@@ -39,17 +54,12 @@ def base_key(cfg: RunConfig) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def check_model_path(cfg: RunConfig) -> None:
-    p = cfg.model.path
-    if p and not Path(p).exists() and (p.startswith((".", "/", "~")) or p.count("/") > 1):
-        raise UserError(f"model path '{p}' does not exist: give a local Hugging Face model directory "
-                        "or a hub name")
-
-
 def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> tuple[Path, dict]:
     """Directory of the SFT base (trained and cached on first use) and its info (held-out accuracy, time)."""
-    if cfg.model.path:
-        return Path(cfg.model.path), {"source": cfg.model.path}
+    if cfg.model.path:  # a pretrained model is its own base: no stage 1
+        from gcframe.modeling import resolve_model_path
+
+        return Path(resolve_model_path(cfg.model.path)), {"source": cfg.model.path, "pretrained": True}
     d = cache_root() / "sft_base" / base_key(cfg)
     info_file = d / "base_info.json"
     if info_file.exists():
@@ -83,7 +93,23 @@ def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> t
 
 
 def prepare(cfg: RunConfig):
-    """Task and resolved config (validates the model path before anything is written)."""
-    check_model_path(cfg)
-    task = build_task(cfg.task)
-    return resolve(cfg, task), task
+    """(resolved config, task) before anything is written: the model path is checked (a GGUF converted), its
+    tokenizer decides the prompt format, and the longest prompt must fit the model's context."""
+    from gcframe.modeling import build_char_tokenizer, load_tokenizer, resolve_model_path
+
+    if cfg.model.path:
+        path = resolve_model_path(cfg.model.path)
+        tok = load_tokenizer(path)
+        from transformers import AutoConfig
+
+        try:
+            context = getattr(AutoConfig.from_pretrained(path), "max_position_embeddings", None)
+        except (OSError, ValueError, KeyError) as e:
+            raise UserError(f"cannot read the model config of '{cfg.model.path}' ({type(e).__name__}): give a Hugging "
+                            "Face model directory, a hub name or a .gguf file") from None
+    else:
+        tok, context = None, cfg.model.max_positions
+    task = build_task(cfg.task, tok)
+    cfg = resolve(cfg, task, tok)
+    check_context(cfg, task, tok or build_char_tokenizer(), context)
+    return cfg, task

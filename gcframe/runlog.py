@@ -13,6 +13,12 @@ from pathlib import Path
 import yaml
 
 
+def cache_root() -> Path:
+    """Where gcframe caches what runs share (SFT bases, converted GGUF models, preference sets, reward models):
+    $GCFRAME_CACHE, else ~/.cache/gcframe."""
+    return Path(os.environ.get("GCFRAME_CACHE", Path.home() / ".cache" / "gcframe"))
+
+
 def _clean(v):
     if isinstance(v, float) and not math.isfinite(v):
         return None

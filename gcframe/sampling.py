@@ -12,10 +12,26 @@ import torch
 from gcframe.batch import Batch, pad_left, pad_right
 
 
+def special_ids(tok) -> set[int]:
+    """Ids of the tokenizer's special tokens (`gcframe.modeling.special_tokens`)."""
+    from gcframe.modeling.tokenizers import special_tokens
+
+    return set(tok.convert_tokens_to_ids(sorted(special_tokens(tok))))
+
+
+def _with_bos(tok, ids: list[int], special: set[int]) -> list[int]:
+    """<bos> + ids, except where the tokenizer has no <bos> or the prompt already opens with a special token: a
+    chat template's rendering (<|im_start|>, <|begin_of_text|>, ...) carries its own opening and must not get a
+    second one."""
+    if tok.bos_token_id is None or (ids and ids[0] in special):
+        return ids
+    return [tok.bos_token_id] + ids
+
+
 def encode_prompt(tok, text: str) -> list[int]:
-    """<bos> + prompt tokens (no <bos> where the tokenizer has none)."""
-    ids = tok(text, add_special_tokens=False)["input_ids"]
-    return ([tok.bos_token_id] if tok.bos_token_id is not None else []) + ids
+    """<bos> + prompt tokens (`_with_bos`: none where the tokenizer has none or the text opens with a special
+    token, as a chat-template prompt does)."""
+    return _with_bos(tok, tok(text, add_special_tokens=False)["input_ids"], special_ids(tok))
 
 
 def encode_completion(tok, text: str) -> list[int]:
@@ -30,8 +46,8 @@ def _encode_many(tok, texts: list[str]) -> list[list[int]]:
 
 def encode_prompts(tok, texts: list[str]) -> list[list[int]]:
     """`encode_prompt` of every text."""
-    bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-    return [bos + ids for ids in _encode_many(tok, texts)]
+    special = special_ids(tok)
+    return [_with_bos(tok, ids, special) for ids in _encode_many(tok, texts)]
 
 
 def encode_completions(tok, texts: list[str]) -> list[list[int]]:

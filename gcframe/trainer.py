@@ -411,6 +411,7 @@ class Trainer:
             self.logger.write_config({"method": self.method.name, "models": self.models_held, **self.cfg.to_dict()})
             last_eval = self.evaluate(0, self.tcfg.eval_k)
             self.logger.log(last_eval)
+            self.initial_accuracy = last_eval["eval_accuracy"]
         bar = tqdm(range(start, steps), initial=start, total=steps, desc=self.method.name,
                    disable=not self.show_progress, leave=False)
         for step in bar:
@@ -435,7 +436,8 @@ class Trainer:
                 post["reward"] = f"{row['reward_mean']:.2f}"
             bar.set_postfix(post)
         self.logger.close()
-        return {"final_accuracy": last_eval["eval_accuracy"], "time_s": self.elapsed, "gen_tokens": self.gen_tokens,
+        return {"initial_accuracy": getattr(self, "initial_accuracy", None),
+                "final_accuracy": last_eval["eval_accuracy"], "time_s": self.elapsed, "gen_tokens": self.gen_tokens,
                 "steps": steps}
 
     def _sample_rows(self, batch: Batch) -> list[dict]:

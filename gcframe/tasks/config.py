@@ -1,0 +1,58 @@
+"""TaskConfig: which task to build, and how its prompts are shown to the model."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gcframe.errors import UserError
+
+PROMPT_FORMATS = ("auto", "chat", "plain")
+
+
+@dataclass
+class TaskConfig:
+    """Which task to build and how."""
+
+    name: str = "arithmetic"
+    """Task name: "arithmetic" (synthetic multi-operand addition) or "gsm8k"."""
+    operands: int = 2
+    """Arithmetic: number of terms to add (>= 2)."""
+    digits: int = 2
+    """Arithmetic: max digits per operand; operands are uniform in [0, 10**digits - 1]."""
+    show_steps: bool = True
+    """Arithmetic: completions show all partial sums ("46;102") instead of only the answer ("102")."""
+    n_demos: int = 500
+    """Number of distinct training problems with SFT demonstrations (limited on purpose)."""
+    demo_noise: float = 0.0
+    """Probability that a demonstration's final answer is replaced by a random wrong number."""
+    n_heldout: int = 500
+    """Number of held-out evaluation problems, disjoint from every demo and RL prompt."""
+    seed: int = 0
+    """Seed for the train/held-out split, demo selection and demo noise."""
+    path: str | None = None
+    """GSM8K: a local JSONL file with `question`/`answer` fields, or a hub dataset name (default "openai/gsm8k")."""
+
+    prompt_format: str = "auto"
+    """How a prompt is shown to the model: "plain" (the task's text as is, after <bos>: "12+34="), "chat" (a
+    question rendered through the tokenizer's chat template as one user turn, the completion is the assistant's
+    turn), or "auto" (chat when the tokenizer has a chat template, else plain)."""
+    system_prompt: str | None = None
+    """Chat format: the system message; None keeps the template's own default (SmolLM2's "You are a helpful AI
+    assistant named SmolLM ..."), "" sends an empty one."""
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise UserError on out-of-range fields."""
+        for field in ("operands", "digits", "n_demos", "n_heldout", "seed"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise UserError(f"task.{field} must be an integer, got {value!r}; pass a whole number")
+        for field, low in (("operands", 2), ("digits", 1), ("n_demos", 1), ("n_heldout", 1)):
+            if getattr(self, field) < low:
+                raise UserError(f"task.{field} must be >= {low}, got {getattr(self, field)}; raise it")
+        if not 0.0 <= self.demo_noise <= 1.0:
+            raise UserError(f"task.demo_noise must be in [0, 1], got {self.demo_noise}; it is a fraction")
+        if self.prompt_format not in PROMPT_FORMATS:
+            raise UserError(f"task.prompt_format must be one of {', '.join(PROMPT_FORMATS)}, got "
+                            f"{self.prompt_format!r}")
