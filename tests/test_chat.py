@@ -194,3 +194,35 @@ def test_bf16_and_lora_on_a_chat_model(chat_dir, option, tmp_path):
     assert moved and len(moved) == len(before)  # every trainable tensor (all weights, or the adapters) moved
     if "lora_rank" in option:
         assert all("lora_" in n for n in before)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_shared_prompt_logprobs_and_gradients_on_a_chat_model(chat_dir, monkeypatch, lora):
+    """A group's chat prompt computed once (engine.prefix_shared_logits) gives the full forward's log-probs and
+    gradients, for full fine-tuning and under LoRA (the adapters see the cached prompt too)."""
+    from gcframe import engine
+    from gcframe.modeling import prepare_policy
+
+    monkeypatch.setattr(engine, "MIN_SHARED_TOKENS", 0)
+    model, tok = load_model_and_tokenizer(chat_dir, dtype=torch.float64)
+    if lora:
+        model = prepare_policy(model, lora_rank=4)
+        for n, p in model.named_parameters():  # B starts at 0: give the adapters a value so their effect shows
+            if "lora_B" in n:
+                torch.nn.init.normal_(p, std=0.1)
+    task = build_task(TaskConfig(n_demos=4, n_heldout=4), tok)
+    prompts = [task.heldout[i]["prompt"] for i in (0, 1, 0, 1, 0)]  # two prompts (lengths differ), groups apart
+    comps = ["12", "7 + 7 = 14", "1", "", "15; 16"]
+    grouped = make_batch(tok, prompts, comps, group_ids=[0, 1, 0, 1, 0])
+    single = make_batch(tok, prompts, comps)  # one group per row: the plain full-sequence forward
+    assert engine.shared_prompts(grouped) is not None and engine.shared_prompts(single) is None
+    params = [p for p in model.parameters() if p.requires_grad]
+    w = torch.arange(1.0, 6.0, dtype=torch.float64).unsqueeze(1)  # a different weight per row
+    outs = []
+    for b in (grouped, single):
+        logp = engine.token_logprobs(model, b, temperature=0.7)
+        outs.append((logp, torch.autograd.grad((w * logp).sum(), params)))
+    (lp1, g1), (lp2, g2) = outs
+    torch.testing.assert_close(lp1, lp2, rtol=0, atol=1e-10)
+    for a, b in zip(g1, g2):  # HF's RMSNorm computes in float32 even for a float64 model: ~1e-7 relative
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
