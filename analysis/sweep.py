@@ -245,6 +245,8 @@ def draw(sw: Sweep, claims: pd.DataFrame, preds: pd.DataFrame, mech: pd.DataFram
 
 # -- the report --------------------------------------------------------------------------------------------------
 def _fmt(r) -> str:
+    if not r["n_seeds"]:
+        return "–"
     if pd.isna(r["ci_low"]):
         return f"{r['mean']:+.3f} (n={r['n_seeds']})"
     return f"{r['mean']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]{' *' if r['significant'] else ''}"
