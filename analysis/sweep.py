@@ -200,7 +200,7 @@ def _heat(ax, sub: pd.DataFrame, col: str, sw: Sweep, title: str, xlabel: str) -
     annot = mean.map(lambda v: "" if pd.isna(v) else f"{v:+.2f}") + sig.map(lambda s: "*" if s else "")
     lim = max(float(np.nanmax(np.abs(mean.to_numpy()))) if mean.notna().any().any() else 0.0, 0.02)
     sns.heatmap(mean, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim, annot=annot, fmt="",
-                cbar_kws={"label": "mean paired Δ"})
+                annot_kws={"fontsize": 8}, cbar_kws={"label": "mean paired Δ"})
     ax.set_yticklabels([sw.label(lv) for lv in mean.index], rotation=0)
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(xlabel)
@@ -224,13 +224,16 @@ def draw(sw: Sweep, claims: pd.DataFrame, preds: pd.DataFrame, mech: pd.DataFram
         src = src.rename(columns={"reward_std": "online_rft_reward_std"}) if best == "online_rft_reward_std" else src
         df = gap.merge(src[["level", "step", col]], on=["level", "step"]) if col != "base_greedy" else gap.assign(
             base_greedy=gap["base_greedy"])
-        sns.scatterplot(df, x=col, y="mean", hue="level", size="step", ax=ax)
+        sns.scatterplot(df, x=col, y="mean", hue="level", size="step", sizes=(15, 90), ax=ax)
         ax.errorbar(df[col], df["mean"], yerr=[df["mean"] - df["ci_low"], df["ci_high"] - df["mean"]], fmt="none",
                     ecolor="grey", alpha=0.4)
         ax.axhline(0, color="k", lw=0.8)
+        span = float(df["mean"].abs().max()) if len(df) else 0.1
+        ax.set_ylim(-2 * span - 0.02, 2 * span + 0.02)  # the intervals of few seeds may run off the axes
+        ax.legend(fontsize=7, ncol=2)
         rho = float(preds.dropna().iloc[0]["spearman_rho"])
         ax.set_title(f"GRPO − online RFT vs {best}\n(Spearman ρ = {rho:+.2f} over level × step)", fontsize=10)
-        ax.set_xlabel(f"{best} (mean over steps before the evaluation)")
+        ax.set_xlabel(f"{best} (mean over the steps before)")
         ax.set_ylabel("greedy acc. GRPO − online RFT")
     else:
         ax.set_axis_off()
