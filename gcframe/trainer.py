@@ -277,6 +277,8 @@ class Trainer:
             tally.add("gc", g)
             tally.add("gc_pos", (g > 0).double())
             tally.add("gc_neg", (g < 0).double())
+            tally.add("gc_neg_mass", (-g).clamp(min=0))  # Σ max(−GC, 0): mass pushing sampled tokens down
+            tally.add("gc_abs", g.abs())
             tally.add("entropy", entropy[mask])
             if "ref_logp" in micro.data and "truncated" in micro.data:  # tokens sampled from π_θ, where the k3 mean
                 tally.add("kl_ref", k3(micro.data["ref_logp"], logp.detach())[mask])  # estimates KL(π_θ‖π_ref)
@@ -352,7 +354,9 @@ class Trainer:
         tally.all_sum(self.ctx)
         out = {"completion_len": tally.mean("completion_len"), "n_seqs": tally.count("completion_len"),
                "gc_mean": tally.mean("gc"), "gc_std": tally.std("gc"), "gc_pos_frac": tally.mean("gc_pos"),
-               "gc_neg_frac": tally.mean("gc_neg"), "entropy": tally.mean("entropy")}
+               "gc_neg_frac": tally.mean("gc_neg"), "entropy": tally.mean("entropy"),
+               # share of the |GC| mass that is negative, Σ max(−GC, 0) / Σ |GC| (0 for RFT: it never pushes down)
+               "gc_neg_mass": tally.total("gc_neg_mass") / max(tally.total("gc_abs"), 1e-30)}
         if "kl_ref" in tally.sums:
             out["kl_ref"] = tally.mean("kl_ref")
         if "rewards" in d:
