@@ -110,7 +110,8 @@ def batch_summary(alpha: torch.Tensor, second: torch.Tensor, gram: torch.Tensor,
     """Bias, variance and MSE of ĝ = (1/B) Σ_b ĝ_{q_b}, B prompts drawn uniformly with replacement from Q.
 
     alpha [Q]: E[ĝ_q] = α_q g*_q; second [Q]: E‖ĝ_q‖²; gram [Q, Q]: g*_q · g*_q'. g* = mean_q g*_q,
-    E[ĝ] = mean_q α_q g*_q, Var = (mean_q E‖ĝ_q‖² − ‖E ĝ‖²)/B, MSE = ‖E ĝ − g*‖² + Var.
+    E[ĝ] = mean_q α_q g*_q, Var = (mean_q E‖ĝ_q‖² − ‖E ĝ‖²)/B, MSE = ‖E ĝ − g*‖² + Var. var_within is the part
+    of Var that the sampling of completions adds, mean_q (E‖ĝ_q‖² − α_q² ‖g*_q‖²)/B (the rest is which prompts).
     """
     Q = len(alpha)
     one = torch.full((Q,), 1.0 / Q, dtype=torch.float64)
@@ -119,7 +120,8 @@ def batch_summary(alpha: torch.Tensor, second: torch.Tensor, gram: torch.Tensor,
     var = (second.mean() - e2) / n_prompts
     bias2 = (e2 - 2 * eg + g2).clamp(min=0)
     return {"rel_bias": float(bias2.sqrt() / g2.sqrt()), "cosine": float(eg / (e2.sqrt() * g2.sqrt()).clamp(min=1e-300)),
-            "variance": float(var), "mse": float(bias2 + var), "rel_mse": float((bias2 + var) / g2),
+            "variance": float(var), "var_within": float((second - alpha ** 2 * gram.diagonal()).mean() / n_prompts),
+            "mse": float(bias2 + var), "rel_mse": float((bias2 + var) / g2),
             "g_star_norm2": float(g2)}
 
 

@@ -159,3 +159,65 @@ def test_kl_grad_coefficients_by_hand():
     want = {"k1": 1.0, "k2": -math.log(2), "k3": -1.0, "k3_ratio": -1.5 * math.log(2)}
     for kind, v in want.items():
         assert float(kl_grad_coefficient(ref, logp, kind, r)) == pytest.approx(v, abs=1e-12)
+
+
+# -- the lab's own functions on a tiny random Llama (plumbing; the identities above are the claims) ----------------
+@pytest.fixture(scope="module")
+def tiny():
+    from gcframe.modeling import ModelConfig, build_char_tokenizer, build_tiny_llama
+
+    tok = build_char_tokenizer("0123456789+=;")  # V = 4 special + 13 = 17
+    models = [build_tiny_llama(tok, ModelConfig(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32),
+                               seed=s).double().eval() for s in (0, 1, 2)]  # π_θ, π_ref, π_old
+    return tok, models
+
+
+def test_lab_prompt_statistics_match_per_sample_engine_gradients(tiny):
+    """The lab's J_v − m shortcut for ∇log π(v|q) = autograd of gcframe.engine.token_logprobs, row by row."""
+    from experiments import estimators as lab
+    from gcframe.engine import token_logprobs
+
+    tok, (model, _, _) = tiny
+    s = lab.prompt_statistics(model, tok, "12+3=", "15")
+    V = len(tok)
+    logp = token_logprobs(model, lab.token_batch(tok, "12+3=", torch.arange(V)))[:, 0]
+    params = list(model.parameters())
+    d, gs = torch.zeros(2, dtype=F64), 0
+    for v in range(V):
+        g = torch.cat([x.reshape(-1) for x in torch.autograd.grad(logp[v], params, retain_graph=True)])
+        d[int(s["r"][v])] += float(logp[v].detach().exp()) * float(g @ g)
+        gs = gs + float(logp[v].detach().exp()) * float(s["r"][v]) * g
+    assert 0 < s["p"] < 1 and int(s["r"].sum()) == 1  # reward: the first character "1"
+    # two float64 forward paths (one prompt row vs V rows) agree to ~1e-8 relative here, not to 1e-15
+    assert (s["d"] - d).abs().max() < 1e-6 * d.max(), (s["d"] - d)
+    assert (s["g_star"] - gs).norm() < 1e-6 * gs.norm(), ((s["g_star"] - gs).norm(), gs.norm())
+    rows = lab.baseline_rows("tiny", [s, s], torch.tensor([0.5, 0.5], dtype=F64), dict(groups=(2, 4), n=8))
+    by = {(r["estimator"], r["std_scaling"], r["G"]): r for r in rows}
+    assert by[("mean", False, 4)]["rel_bias"] == pytest.approx(0.25, abs=1e-9)  # 1 − (1 − 1/4)
+    assert by[("loo", False, 2)]["rel_bias"] < 1e-9 and by[("critic", False, 2)]["rel_bias"] < 1e-9
+
+
+def test_lab_kl_rows_and_render(tiny, tmp_path):
+    import pandas as pd
+
+    from analysis.estimators import render
+    from experiments import estimators as lab
+    from gcframe.sampling import GenerationConfig
+
+    tok, (theta, ref, old) = tiny
+    grads = lab.kl_gradient_rows("tiny", 1, theta, theta, ref, tok, ["1+2="], "on-policy")
+    grads += lab.kl_gradient_rows("tiny", 1, theta, old, ref, tok, ["1+2="], "off-policy")
+    g = pd.DataFrame(grads).set_index(["setting", "level", "estimator", "target"])["rel_err"]
+    assert g["on-policy", "token", "k3", "KL(ref‖θ)"] < 1e-8 and g["on-policy", "token", "k2", "KL(θ‖ref)"] < 1e-8
+    assert g["on-policy", "sequence", "k1_reward", "KL(θ‖ref) seq"] < 1e-8
+    assert g["off-policy", "token", "k3_ratio", "KL(θ‖ref)"] < 1e-8 and g["off-policy", "token", "k3", "KL(ref‖θ)"] > 1e-3
+    values = lab.kl_value_rows("tiny", 1, theta, ref, tok, ["1+2=", "3+4="], dict(kl_samples=2), GenerationConfig(4, 1.0))
+    assert abs(values["k3_bias"]) < 1e-12 and values["k3_neg"] == 0 and values["k1_neg"] > 0 and values["kl"] > 0
+    bl = lab.baseline_rows("tiny", [lab.prompt_statistics(theta, tok, "1+2=", "3")], torch.tensor([0.3], dtype=F64),
+                           dict(groups=(2, 4), n=8))
+    pd.DataFrame(bl).to_csv(tmp_path / "baselines.csv", index=False)
+    pd.DataFrame(lab.std_weight_rows()).to_csv(tmp_path / "std_weight.csv", index=False)
+    pd.DataFrame([values, {**values, "kl": 2 * values["kl"]}]).to_csv(tmp_path / "kl_values.csv", index=False)
+    pd.DataFrame(grads).to_csv(tmp_path / "kl_gradients.csv", index=False)
+    rep = render(tmp_path)
+    assert (rep / "estimators_baselines.png").stat().st_size > 1000 and "k3_ratio" in (rep / "summary.md").read_text()
