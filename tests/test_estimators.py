@@ -221,3 +221,16 @@ def test_lab_kl_rows_and_render(tiny, tmp_path):
     pd.DataFrame(grads).to_csv(tmp_path / "kl_gradients.csv", index=False)
     rep = render(tmp_path)
     assert (rep / "estimators_baselines.png").stat().st_size > 1000 and "k3_ratio" in (rep / "summary.md").read_text()
+
+
+def test_lab_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    from analysis import estimators as report
+    from experiments import estimators as lab
+
+    (tmp_path / "keep.txt").write_text("x")
+    for main, argv in ((lab.main, ["--out", str(tmp_path)]), (report.main, [str(tmp_path)])):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert (tmp_path / "keep.txt").read_text() == "x"  # nothing overwritten
