@@ -19,7 +19,7 @@ import seaborn as sns  # noqa: E402
 
 from gcframe.errors import UserError, cli_entry  # noqa: E402
 
-DPI = 90
+DPI = 72
 NAMES = {"reinforce": "REINFORCE (no baseline)", "mean": "group mean (GRPO)", "loo": "leave-one-out (RLOO)",
          "critic": "learned critic V_ψ (PPO)", "value": "true value p_q", "best_constant": "best constant b*_q"}
 
@@ -39,22 +39,22 @@ def fig_baselines(df: pd.DataFrame, path: Path) -> None:
     df = df.assign(estimator=df["estimator"].map(NAMES), scaling=df["std_scaling"].map({False: "r − b",
                                                                                     True: "(r − b)/std"}),
                    rel_var=df["variance"] / df["g_star_norm2"])
-    cols = [("rel_bias", "‖E ĝ − g*‖ / ‖g*‖"), ("cosine", "cos(E ĝ, g*)"), ("rel_var", "Var / ‖g*‖²"),
-            ("rel_mse", "MSE / ‖g*‖²")]
+    cols = [("rel_bias", "‖E ĝ − g*‖ / ‖g*‖"), ("cosine", "cos(E ĝ, g*)"), ("nsr", "Var / ‖E ĝ‖²"),
+            ("nsr_within", "Var within prompts / ‖E ĝ‖²"), ("rel_mse", "MSE / ‖g*‖²")]
     policies = list(dict.fromkeys(df["policy"]))
-    fig, axes = plt.subplots(len(policies), 4, figsize=(17, 3.6 * len(policies)), squeeze=False)
+    fig, axes = plt.subplots(len(policies), 5, figsize=(21, 3.6 * len(policies)), squeeze=False)
     for i, pol in enumerate(policies):
         sub = df[df["policy"] == pol]
         for j, (col, title) in enumerate(cols):
             ax = axes[i, j]
             sns.lineplot(data=sub, x="G", y=col, hue="estimator", style="scaling", marker="o", ax=ax,
-                         legend=(i == 0 and j == 3))
+                         legend=(i == 0 and j == 4))
             ax.set_xscale("log", base=2)
-            if col in ("rel_var", "rel_mse"):
+            if col in ("nsr", "nsr_within", "rel_mse"):
                 ax.set_yscale("log")
             ax.set_title(f"{pol}: {title}", fontsize=9)
-    if axes[0, 3].get_legend():
-        sns.move_legend(axes[0, 3], "upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
+    if axes[0, 4].get_legend():
+        sns.move_legend(axes[0, 4], "upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
     fig.suptitle(f"Gradient estimators at equal N = B·G = {int(df['N'].iloc[0])} (exact: first answer token enumerated)")
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
@@ -96,8 +96,8 @@ def summary(d: dict) -> str:
         lines.append(f"- {pol}: success rate of the first answer token p mean {meta['p_mean']:.3f} "
                      f"(min {meta['p_min']:.3f}, max {meta['p_max']:.3f}); critic |V_ψ − p| {meta['critic_abs_err']:.3f}")
     lines += ["", "## Baselines (exact)", ""]
-    t = b.assign(rel_var=b["variance"] / b["g_star_norm2"], rel_var_within=b["var_within"] / b["g_star_norm2"])[
-        ["policy", "estimator", "std_scaling", "G", "B", "rel_bias", "cosine", "rel_var", "rel_var_within", "rel_mse"]]
+    t = b.assign(rel_var=b["variance"] / b["g_star_norm2"])[
+        ["policy", "estimator", "std_scaling", "G", "B", "rel_bias", "cosine", "rel_var", "nsr", "nsr_within", "rel_mse"]]
     lines.append(markdown(t))
     lines += ["", "## KL estimators as values", "", markdown(d["kl_values"])]
     lines += ["", "## KL estimators as loss terms (expected gradients)", "",

@@ -48,7 +48,7 @@ from gcframe.sampling import GenerationConfig, Generator, encode_prompts
 ROOT = Path(__file__).resolve().parent
 FULL = dict(prompts=24, groups=(2, 4, 8, 16, 32, 64), n=64, critic_steps=100, rl_steps=30, rl_snapshots=(5, 15, 30),
             kl_prompts=32, kl_samples=4, grad_prompts=4, config="configs/default.yaml")
-QUICK = dict(prompts=4, groups=(2, 4, 8, 16, 32, 64), n=64, critic_steps=30, rl_steps=8, rl_snapshots=(4, 8),
+QUICK = dict(prompts=3, groups=(2, 4, 8, 16, 32, 64), n=64, critic_steps=20, rl_steps=8, rl_snapshots=(4, 8),
              kl_prompts=8, kl_samples=4, grad_prompts=2, config=None)
 RL = dict(prompts_per_step=16, group_size=8, epochs=4, lr=1e-4, steps=1, eval_every=0, eval_k=0, eval_size=8,
           sample_every=0, checkpoint_every=0)
@@ -264,11 +264,13 @@ def run(out: Path, quick: bool) -> dict:
 
     from gcframe import pipeline
 
-    spec, t0 = QUICK if quick else FULL, time.time()
+    spec, t0, c0 = QUICK if quick else FULL, time.time(), time.process_time()
+    say = lambda what: print(f"[{time.time() - t0:6.1f} s] {what}", file=sys.stderr, flush=True)  # noqa: E731
     cfg, task = load_config(spec)
     acc = Accelerator(cpu=True)
     base_dir, base_info = pipeline.sft_base(cfg, task, acc, show_progress=False)
     t_base = time.time()
+    say("SFT base ready; the GRPO drift run")
     states = drift_run(cfg, task, base_dir, acc, spec)
     t_rl = time.time()
     rows_p = [task.prompts[i] for i in range(max(spec["prompts"], spec["kl_prompts"], spec["grad_prompts"]))]
@@ -277,6 +279,7 @@ def run(out: Path, quick: bool) -> dict:
     baselines, kl_values, kl_grads, info = [], [], [], {}
     last = spec["rl_snapshots"][-1]
     for label, step in (("SFT base", 0), (f"GRPO step {last}", last)):
+        say(f"baselines at {label}")
         model = ref if step == 0 else model_at(base_dir, states[step])
         qs = rows_p[:spec["prompts"]]
         stats = [prompt_statistics(model, tok, r["prompt"], r["answer"]) for r in qs]
@@ -287,6 +290,7 @@ def run(out: Path, quick: bool) -> dict:
         baselines += baseline_rows(label, stats, values, spec)
     t_bl = time.time()
     for s in spec["rl_snapshots"]:
+        say(f"KL estimators at GRPO step {s}")
         theta = model_at(base_dir, states[s])
         kl_values.append(kl_value_rows(f"GRPO step {s}", s, theta, ref, tok,
                                        [r["prompt"] for r in rows_p[:spec["kl_prompts"]]], spec,
@@ -304,7 +308,7 @@ def run(out: Path, quick: bool) -> dict:
     info.update(quick=quick, base=base_info, prompts=spec["prompts"], N=spec["n"], rl=RL, spec={k: spec[k] for k in spec},
                 time_s={"base": round(t_base - t0, 1), "rl_run": round(t_rl - t_base, 1),
                         "baselines": round(t_bl - t_rl, 1), "kl": round(t_kl - t_bl, 1),
-                        "total": round(time.time() - t0, 1)})
+                        "total": round(time.time() - t0, 1), "cpu_total": round(time.process_time() - c0, 1)})
     (out / "lab.json").write_text(json.dumps(info, indent=1, default=str))
     from analysis.estimators import render
     render(out)

@@ -112,17 +112,20 @@ def batch_summary(alpha: torch.Tensor, second: torch.Tensor, gram: torch.Tensor,
     alpha [Q]: E[ĝ_q] = α_q g*_q; second [Q]: E‖ĝ_q‖²; gram [Q, Q]: g*_q · g*_q'. g* = mean_q g*_q,
     E[ĝ] = mean_q α_q g*_q, Var = (mean_q E‖ĝ_q‖² − ‖E ĝ‖²)/B, MSE = ‖E ĝ − g*‖² + Var. var_within is the part
     of Var that the sampling of completions adds, mean_q (E‖ĝ_q‖² − α_q² ‖g*_q‖²)/B (the rest is which prompts).
+    nsr = Var/‖E ĝ‖², the noise-to-signal ratio, does not change when ĝ is multiplied by a constant (a learning
+    rate), so it compares estimators of different lengths (std scaling, the group mean's 1 − 1/G).
     """
     Q = len(alpha)
     one = torch.full((Q,), 1.0 / Q, dtype=torch.float64)
     w = alpha.to(torch.float64) / Q
     g2, e2, eg = one @ gram @ one, w @ gram @ w, w @ gram @ one
     var = (second.mean() - e2) / n_prompts
+    within = (second - alpha ** 2 * gram.diagonal()).mean() / n_prompts
     bias2 = (e2 - 2 * eg + g2).clamp(min=0)
     return {"rel_bias": float(bias2.sqrt() / g2.sqrt()), "cosine": float(eg / (e2.sqrt() * g2.sqrt()).clamp(min=1e-300)),
-            "variance": float(var), "var_within": float((second - alpha ** 2 * gram.diagonal()).mean() / n_prompts),
+            "variance": float(var), "var_within": float(within), "nsr": float(var / e2), "nsr_within": float(within / e2),
             "mse": float(bias2 + var), "rel_mse": float((bias2 + var) / g2),
-            "g_star_norm2": float(g2)}
+            "g_star_norm2": float(g2), "mean_norm2": float(e2)}
 
 
 def effective_weight(G: int, p: float) -> float:
