@@ -86,14 +86,20 @@ def _group_centred(rewards, group_ids, leave_one_out=False, scale_by_std=False):
     return out
 
 
+def _kl_term(kind, logp, batch, r):
+    """The per-token KL term as written (Schulman 2020; DeepSeek-V3.2's r·k3), differentiated through log π_θ."""
+    log_rho = batch.data["ref_logp"] - logp  # log π_ref/π_θ [N, T]
+    k3 = log_rho.exp() - log_rho - 1
+    return {"k3": k3, "k2": 0.5 * log_rho ** 2, "k3_ratio": r * k3}[kind]  # r = π_θ/π_old, with grad
+
+
 def _clipped_surrogate_with_kl(method, batch, logp, A):
-    """DeepSeekMath eq. 3 / the seed's J_GRPO: −[min(r·Â, clip(r, 1−ε, 1+ε_high)·Â) − β·KL̂], KL̂ = k3 or k1."""
+    """DeepSeekMath eq. 3 / the seed's J_GRPO: −[min(r·Â, clip(r, 1−ε, 1+ε_high)·Â) − β·KL̂], KL̂ = k3, k2 or r·k3."""
     c = method.cfg
     hi = c.clip_eps if c.clip_eps_high is None else c.clip_eps_high
     r = torch.exp(logp - batch.data["old_logp"])  # π_θ/π_old [N, T]
     surrogate = torch.min(r * A, torch.clamp(r, 1 - c.clip_eps, 1 + hi) * A)
-    log_rho = batch.data["ref_logp"] - logp  # log π_ref/π_θ
-    kl = log_rho.exp() - log_rho - 1 if c.kl_estimator == "k3" else -log_rho
+    kl = _kl_term(c.kl_estimator, logp, batch, r)
     return -aggregate(surrogate - c.beta * kl, batch.completion_mask, c.aggregation)
 
 
@@ -146,9 +152,22 @@ def _verify_config():
                   "epochs": 2, "sample_every": 0},
         "reward_model": {"pairs": 64, "heldout_pairs": 16},  # a small preference set for dpo's batch
         "methods": {"grpo": {"beta": 0.1}, "rloo": {"beta": 0.1}, "ppo": {"beta": 0.1},
-                    # the non-default options: an asymmetric band (narrow, so this small batch clips) and k1
-                    "grpo_ps": {"beta": 0.1, "clip_eps": 0.05, "clip_eps_high": 0.02, "kl_estimator": "k1"}},
+                    # the non-default options: an asymmetric band (narrow, so this small batch clips) and k2
+                    "grpo_ps": {"beta": 0.1, "clip_eps": 0.05, "clip_eps_high": 0.02, "kl_estimator": "k2"}},
     })
+
+
+VARIANTS = {"grpo@k3": ("grpo", {"kl_estimator": "k3"}), "grpo@k2": ("grpo", {"kl_estimator": "k2"}),
+            "grpo_ps@k3_ratio": ("grpo_ps", {"kl_estimator": "k3_ratio"})}
+"""Rows beyond one per method: label -> (method, options over the config's): every KL estimator GRPO offers."""
+
+
+def variant_config(cfg, label: str):
+    """(method name, a copy of cfg with the variant's options) for a method name or a VARIANTS label."""
+    name, options = VARIANTS.get(label, (label, {}))
+    cfg = copy.deepcopy(cfg)
+    cfg.methods[name] = {**cfg.methods.get(name, {}), **options}
+    return name, cfg
 
 
 def _inject_rewards(batch, gen: torch.Generator) -> None:
@@ -177,9 +196,10 @@ def _grad(model, loss) -> torch.Tensor:
     return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)])
 
 
-def verify_method(name: str, cfg, task, base_dir, acc, seed: int = 0, perturb: float = 0.05) -> dict:
+def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: float = 0.05) -> dict:
     from gcframe.trainer import Trainer
 
+    name, cfg = variant_config(cfg, label)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     with tempfile.TemporaryDirectory() as tmp:
@@ -204,7 +224,7 @@ def verify_method(name: str, cfg, task, base_dir, acc, seed: int = 0, perturb: f
     ratio = (logp.detach() - batch.data["old_logp"]).exp()[batch.completion_mask.bool()]
     stats = method.pop_stats()
     return {
-        "method": name,
+        "method": label,
         "max_rel_diff": float((g_engine - g_text).abs().max() / g_text.abs().max().clamp(min=1e-300)),
         "grad_norm": float(g_text.norm()),
         "ratio_min": float(ratio.min()), "ratio_max": float(ratio.max()),
@@ -222,21 +242,21 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="Check ∇(−GC·log π) = ∇(textbook loss) for every method.")
     p.add_argument("--methods", help="comma-separated names (default: all registered)")
     args = p.parse_args(argv)
-    names = args.methods.split(",") if args.methods else list(REGISTRY)
-    missing = [n for n in names if n not in TEXTBOOK]
+    names = args.methods.split(",") if args.methods else [*REGISTRY, *VARIANTS]
+    missing = [n for n in names if VARIANTS.get(n, (n,))[0] not in TEXTBOOK]
     cfg, task = pipeline.prepare(_verify_config())
     acc = Accelerator(cpu=True)
     base_dir, _ = pipeline.sft_base(cfg, task, acc, show_progress=False)
     rows, ok = [], not missing
-    print(f"{'method':<12} {'max rel diff':>13} {'|grad|':>10} {'ratio range':>17} {'clip frac':>9} {'beta':>6}")
+    print(f"{'method':<16} {'max rel diff':>13} {'|grad|':>10} {'ratio range':>17} {'clip frac':>9} {'beta':>6}")
     for name in names:
         if name in missing:
-            print(f"{name:<12} {'NO TEXTBOOK LOSS':>13}")
+            print(f"{name:<16} {'NO TEXTBOOK LOSS':>13}")
             continue
         r = verify_method(name, copy.deepcopy(cfg), task, base_dir, acc)
         rows.append(r)
         ok &= r["max_rel_diff"] <= TOLERANCE
-        print(f"{name:<12} {r['max_rel_diff']:>13.2e} {r['grad_norm']:>10.3e} "
+        print(f"{name:<16} {r['max_rel_diff']:>13.2e} {r['grad_norm']:>10.3e} "
               f"{r['ratio_min']:>8.3f}–{r['ratio_max']:<8.3f} {r['clip_frac']:>9.3f} {r['beta']:>6.2f}"
               f"{'' if r['max_rel_diff'] <= TOLERANCE else '   FAIL'}")
     print(("all methods: engine gradient = textbook gradient (tolerance %.0e)" % TOLERANCE) if ok else "FAILED")

@@ -1,9 +1,13 @@
 """Group Relative Policy Optimization (seed, Algorithm 1; DeepSeekMath §4.1, eq. 3).
 
 G completions per prompt from π_old; the group mean replaces the critic's baseline; the clipped PPO surrogate;
-a k3 KL to the frozen reference π_ref inside the loss (not folded into the reward):
+a KL to the frozen reference π_ref inside the loss (not folded into the reward):
 
     J = E[ (1/G) Σ_i (1/|o_i|) Σ_t  min(r_{i,t} Â_{i,t}, clip(r_{i,t}, 1−ε, 1+ε) Â_{i,t}) − β KL̂_{i,t} ]
+
+KL̂ is `kl_estimator`. DeepSeekMath's k3 differentiated as a loss term regularises the forward KL(π_ref‖π_θ), not
+the KL(π_θ‖π_ref) the objective writes (gcframe.kl; measured in experiments/estimators.py); the default k3_ratio
+= r·k3 regularises KL(π_θ‖π_ref), also after μ > 1 updates.
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import torch
 from gcframe.advantages import group_advantages
 from gcframe.batch import Batch
 from gcframe.errors import UserError
-from gcframe.kl import ESTIMATORS, kl_estimate, kl_grad_coefficient
+from gcframe.kl import LOSS_ESTIMATORS, kl_estimate, kl_grad_coefficient
 from methods.base import Method, MethodConfig, register
 
 
@@ -57,8 +61,11 @@ class GRPO(Method):
         """Upper edge ε_high of an asymmetric band [1−ε, 1+ε_high] (DAPO's clip-higher); None = symmetric."""
         beta: float = 0.04
         """β: weight of the KL(π_θ ‖ π_ref) term in the loss (DeepSeekMath uses 0.04)."""
-        kl_estimator: str = "k3"
-        """Per-token KL estimator in the loss: k3 = ρ − log ρ − 1 (the seed's), or k1 = −log ρ."""
+        kl_estimator: str = "k3_ratio"
+        """Per-token KL term in the loss (ρ = π_ref/π_θ, r = π_θ/π_old) and the divergence its gradient regularises:
+        k3_ratio = r·(ρ − log ρ − 1) -> KL(π_θ‖π_ref), on- and off-policy (the default, chosen by
+        experiments/estimators.py); k2 = ½(log ρ)² -> KL(π_θ‖π_ref) on-policy only; k3 = ρ − log ρ − 1 (what
+        DeepSeekMath ran, the seed's) -> KL(π_ref‖π_θ), the forward KL. k1 = −log ρ is refused: E[∇k1] = 0."""
 
         def validate(self) -> None:
             super().validate()
@@ -66,8 +73,12 @@ class GRPO(Method):
                 raise UserError(f"clip_eps and clip_eps_high must be > 0, got {self.clip_eps}, {self.clip_eps_high}")
             if self.beta < 0:
                 raise UserError(f"beta must be >= 0, got {self.beta}")
-            if self.kl_estimator not in ESTIMATORS:
-                raise UserError(f"kl_estimator must be one of {', '.join(ESTIMATORS)}, got '{self.kl_estimator}'")
+            if self.kl_estimator == "k1":
+                raise UserError("kl_estimator 'k1' in the loss has an expected gradient of 0 (E[∇log π_θ] = 0), so it "
+                                "regularises nothing: use k3_ratio (KL(π_θ‖π_ref)), k2, or k3 (DeepSeekMath's)")
+            if self.kl_estimator not in LOSS_ESTIMATORS:
+                raise UserError(f"kl_estimator must be one of {', '.join(LOSS_ESTIMATORS)}, "
+                                f"got '{self.kl_estimator}'")
 
     uses_reference = True
     needs_groups = True
@@ -92,9 +103,10 @@ class GRPO(Method):
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
         """GC_{i,t} = Â_{i,t} · r_{i,t} · 1[clip inactive] − β · c_{i,t}   (DeepSeekMath eq. 3 / §5.2.1)
 
-        with r = π_θ/π_old and c the KL's gradient coefficient: c = 1 − ρ for k3 (ρ = π_ref/π_θ), so the KL part
-        is β(ρ − 1); c = 1 for k1. Derivation: ∇ of −[min(rÂ, clip(r)Â) − β k3] is −[Â r 1[not clipped] −
-        β(1 − ρ)] ∇log π_θ, since ∇r = r ∇log π_θ and ∇k3 = (1 − ρ) ∇log π_θ (gcframe.kl).
+        with r = π_θ/π_old and c the KL term's gradient coefficient (gcframe.kl, ρ = π_ref/π_θ): c = −r·log ρ for
+        k3_ratio, −log ρ for k2, 1 − ρ for k3 (the KL part is then β(ρ − 1)). Derivation: ∇ of
+        −[min(rÂ, clip(r)Â) − β KL̂] is −[Â r 1[not clipped] − β c] ∇log π_θ, since ∇r = r ∇log π_θ,
+        ∇k3 = (1 − ρ)∇log π_θ, ∇k2 = −log ρ ∇log π_θ and ∇(r·k3) = r(k3 + 1 − ρ)∇log π_θ = −r log ρ ∇log π_θ.
         """
         cfg, mask = self.cfg, batch.completion_mask
         adv = batch.data["advantages"]  # [N, T]
@@ -103,7 +115,7 @@ class GRPO(Method):
         active = clip_inactive(adv, ratio, cfg.clip_eps, eps_high)  # [N, T] bool
         gc = adv * ratio * active  # [N, T]
         if cfg.beta > 0:  # the engine fills ref_logp = log π_ref [N, T] (uses_reference)
-            gc = gc - cfg.beta * kl_grad_coefficient(batch.data["ref_logp"], logp, cfg.kl_estimator)  # β(ρ−1) for k3
+            gc = gc - cfg.beta * kl_grad_coefficient(batch.data["ref_logp"], logp, cfg.kl_estimator, ratio)  # [N, T]
         if "ref_logp" in batch.data:
             self.record(kl_k3=masked_mean(kl_estimate(batch.data["ref_logp"], logp.detach(), "k3"), mask))
         self.record(clip_frac=masked_mean((~active).float(), mask), ratio_mean=masked_mean(ratio, mask))

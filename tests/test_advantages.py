@@ -88,7 +88,9 @@ def test_k3_non_negative_and_zero_iff_equal():
     assert torch.allclose(kl_grad_coefficient(ref, logp, "k3"), 1 - (ref - logp).exp())
     assert torch.equal(kl_grad_coefficient(ref, logp, "k1"), torch.ones_like(logp))
     with pytest.raises(ValueError):
-        kl_estimate(ref, logp, "k2")
+        kl_estimate(ref, logp, "k5")
+    with pytest.raises(ValueError, match="ratio"):  # r·k3 needs r = π_θ/π_old
+        kl_grad_coefficient(ref, logp, "k3_ratio")
 
 
 def test_k3_monte_carlo_matches_exact_kl():

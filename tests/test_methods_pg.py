@@ -41,7 +41,7 @@ def grpo_batch():
 
 
 def test_grpo_gc_hand_computed_clip_bites_to_kl_term():
-    m = method("grpo")
+    m = method("grpo", kl_estimator="k3")  # the seed's k3 (DeepSeekMath)
     b, logp = grpo_batch()
     m.prepare(b)
     gc = m.coefficients(b, logp)
@@ -54,16 +54,29 @@ def test_grpo_gc_hand_computed_clip_bites_to_kl_term():
     assert stats["kl_k3"] == pytest.approx(float((2 - math.log(2) - 1 + 0.5 + math.log(2) - 1) / 2), abs=1e-6)
 
 
-def test_grpo_asymmetric_clip_and_k1():
+def test_grpo_asymmetric_clip_and_k2_k3_ratio():
     # ε_high = .6: seq 0's 1.5 < 1.6 is no longer clipped -> Â·r = 1.5/√2; seq 1's .5 < 1 − .2 still is
-    # k1: ∇k1 = ∇log π_θ -> the KL part of GC is −β = −.04 on every token
-    m = method("grpo", clip_eps_high=0.6, kl_estimator="k1")
-    b, logp = grpo_batch()
-    m.prepare(b)
-    gc = m.coefficients(b, logp)
-    expected = torch.tensor([[H - 0.04, 1.5 * H - 0.04], [-0.04, -1.1 * H - 0.04]])
-    assert torch.allclose(gc, expected, atol=1e-6)
-    assert m.pop_stats()["clip_frac"] == pytest.approx(0.25)
+    # KL part of GC = −β·c, log ρ = +ln 2 on seq 0, −ln 2 on seq 1, β = .04:
+    #   k2:       c = −log ρ     -> −β c = β log ρ   = +.04 ln 2 (seq 0), −.04 ln 2 (seq 1) on every token
+    #   k3_ratio: c = −r log ρ   -> −β c = β r log ρ = .04·[1, 1.5] ln 2 (seq 0), −.04·[.5, 1.1] ln 2 (seq 1)
+    L = math.log(2.0)
+    expected = {"k2": [[H + 0.04 * L, 1.5 * H + 0.04 * L], [-0.04 * L, -1.1 * H - 0.04 * L]],
+                "k3_ratio": [[H + 0.04 * L, 1.5 * H + 0.06 * L], [-0.02 * L, -1.1 * H - 0.044 * L]]}
+    for kind, want in expected.items():
+        m = method("grpo", clip_eps_high=0.6, kl_estimator=kind)
+        b, logp = grpo_batch()
+        m.prepare(b)
+        assert torch.allclose(m.coefficients(b, logp), torch.tensor(want), atol=1e-6), kind
+        assert m.pop_stats()["clip_frac"] == pytest.approx(0.25)
+
+
+def test_grpo_default_kl_is_k3_ratio_and_k1_is_refused():
+    assert method("grpo").cfg.kl_estimator == "k3_ratio"
+    with pytest.raises(UserError, match="k1.*regularises nothing") as e:
+        method("grpo", kl_estimator="k1")
+    assert "\n" not in str(e.value)  # one line
+    with pytest.raises(UserError, match="k1"):
+        method("grpo_ps", kl_estimator="k1")
 
 
 def test_grpo_zero_variance_group_is_pure_kl_and_on_policy_ratio_is_one():
@@ -132,8 +145,8 @@ def test_rloo_advantages_sum_to_zero_per_group():
 
 
 def test_configs_reject_bad_options():
-    with pytest.raises(UserError, match="kl_estimator"):
-        method("grpo", kl_estimator="k2")
+    with pytest.raises(UserError, match="kl_estimator must be one of k3_ratio, k2, k3"):
+        method("grpo", kl_estimator="k5")
     with pytest.raises(UserError, match="clip_eps"):
         method("grpo", clip_eps=0.0)
     with pytest.raises(UserError, match="beta"):

@@ -18,10 +18,10 @@ def rows():
     cfg, task = pipeline.prepare(verify._verify_config())
     acc = Accelerator(cpu=True)
     base_dir, _ = pipeline.sft_base(cfg, task, acc, show_progress=False)
-    return {name: verify.verify_method(name, cfg, task, base_dir, acc) for name in REGISTRY}
+    return {name: verify.verify_method(name, cfg, task, base_dir, acc) for name in [*REGISTRY, *verify.VARIANTS]}
 
 
-@pytest.mark.parametrize("name", list(REGISTRY))
+@pytest.mark.parametrize("name", [*REGISTRY, *verify.VARIANTS])
 def test_engine_gradient_equals_textbook_gradient(rows, name):
     r = rows[name]
     assert r["grad_norm"] > 0  # a non-trivial gradient
