@@ -374,12 +374,18 @@ class Trainer:
         return out
 
     def _mean_over_processes(self, row: dict) -> dict:
+        """Each value averaged over the processes that measured it: a method may record a value on some processes
+        only (PPO's explained variance is undefined where every return is equal), and one all-reduce of
+        different lengths would mismatch."""
         if self.acc.num_processes == 1:
             return row
-        keys = sorted(row)
-        vals = torch.tensor([float(row[k]) for k in keys], dtype=torch.float64, device=self.acc.device)
-        vals = self.acc.reduce(vals, "mean")
-        return dict(zip(keys, vals.tolist()))
+        from accelerate.utils import gather_object
+
+        keys = sorted(set().union(*gather_object([sorted(row)])))  # the union of every process's names
+        vals = torch.tensor([[float(row.get(k, 0.0)), float(k in row)] for k in keys], dtype=torch.float64,
+                            device=self.acc.device)  # [K, 2]: value, measured here
+        total = self.acc.reduce(vals, "sum").tolist()
+        return {k: v / n for k, (v, n) in zip(keys, total) if n}
 
     # -- evaluation ---------------------------------------------------------------------------------------------
     def evaluate(self, step: int, k: int = 0) -> dict:
