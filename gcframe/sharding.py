@@ -71,12 +71,12 @@ def shard(model: nn.Module, device: torch.device, world: int) -> nn.Module:
 
     if _is_fsdp(model):  # already sharded
         return model
-    mesh = _mesh(device.type, world)
     names = block_names(model)
     blocks = [m for m in model.modules() if type(m).__name__ in names]
     if not blocks:
         raise UserError(f"train.shard: fsdp2 found no decoder layers in {type(model).__name__} (no "
                         "_no_split_modules): use a Hugging Face causal LM, or train.shard: none")
+    mesh = _mesh(device.type, world)
     for block in blocks:
         fully_shard(block, mesh=mesh)
     fully_shard(model, mesh=mesh)
@@ -93,19 +93,32 @@ def gathered(*models: nn.Module):
 
     Generation runs one forward per new token; under plain FSDP each of them would all-gather every layer again,
     and processes whose completions end at different steps would run different numbers of collectives (a hang).
-    Inside this block the forwards run on the gathered weights and communicate nothing. Unsharded models pass."""
-    roots = [m for m in models if m is not None and _is_fsdp(m)]  # an unsharded model has no sharded parts
+    Inside this block the forwards run on the gathered weights and communicate nothing. Unsharded models pass;
+    a block inside another one over the same model does nothing (the outer one gathered it)."""
+    roots = [m for m in models if m is not None and _is_fsdp(m) and not getattr(m, "_gcframe_gathered", 0)]
     mods, root_ids = _fsdp_modules(roots), {id(m) for m in roots}
+    handles = []
     for m in mods:
         m.set_reshard_after_forward(False, recurse=False)
-        m.unshard()  # one all-gather per FSDP unit
+        handles.append(m.unshard(async_op=True))  # one all-gather per FSDP unit, all in flight at once
+    for m in roots:
+        m._gcframe_gathered = 1
     try:
+        for h in handles:
+            h.wait()
         yield
     finally:
+        for m in roots:
+            m._gcframe_gathered = 0
         for m in mods:
             m.reshard()
             if id(m) not in root_ids:  # fully_shard keeps the root unsharded after forward already
                 m.set_reshard_after_forward(True, recurse=False)
+
+
+def is_gathered(model: nn.Module) -> bool:
+    """True inside `gathered(model)`: its forwards communicate nothing."""
+    return bool(getattr(model, "_gcframe_gathered", 0))
 
 
 def clip_grad_norm_(parameters, max_norm: float) -> torch.Tensor:

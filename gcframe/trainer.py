@@ -116,7 +116,7 @@ class Context:
         """prompts -> sampler -> rewards: `group_size` completions of each of n_prompts (global) prompts."""
         rows = self.draw(self.task.prompts, n_prompts, "prompts")
         model = model or self.policy
-        with self.timed("generate"), evaluating(model), sharding.gathered(model):  # FSDP: one all-gather
+        with self.timed("generate"), evaluating(model):  # (FSDP2: the Generator gathers the weights once)
             batch = self.generator.generate(model, [r["prompt"] for r in rows], n=group_size)
         with self.timed("score"):
             for t, gid in zip(batch.texts, batch.group_ids.tolist()):

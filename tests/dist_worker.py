@@ -87,28 +87,31 @@ def flat(model) -> torch.Tensor:
                       for p in model.parameters()])
 
 
-def generation_gathers(trainer, max_new_tokens: int, gather: bool) -> int:
-    """All-gathers FSDP2 runs while the policy samples (greedy) B prompts, with or without `sharding.gathered`."""
-    import contextlib
+def generation_gathers(trainer, max_new_tokens: int, through_generator: bool) -> int:
+    """All-gathers FSDP2 runs while the sharded policy samples 4 prompts x 2 (greedy): through the project's
+    Generator (which gathers the weights once), or through Hugging Face `generate` called on the module directly."""
     from unittest import mock
 
     from torch.distributed.fsdp._fully_shard import _fsdp_param_group as group
 
-    from gcframe import sharding
-    from gcframe.sampling import GenerationConfig, Generator
+    from gcframe.batch import pad_left
+    from gcframe.sampling import GenerationConfig, Generator, encode_prompts
 
-    calls, inner = [], group.foreach_all_gather
+    calls, inner, tok = [], group.foreach_all_gather, trainer.tok
 
     def counted(*a, **k):
         calls.append(1)
         return inner(*a, **k)
 
-    generator = Generator(trainer.tok, GenerationConfig(max_new_tokens, 0.0))
     prompts = [r["prompt"] for r in trainer.task.prompts.select(range(4))]
-    with mock.patch.object(group, "foreach_all_gather", counted), \
-            (sharding.gathered(trainer.policy) if gather else contextlib.nullcontext()):
-        batch = generator.generate(trainer.policy, prompts, n=2)
-    assert batch.completion_ids.shape[1] <= max_new_tokens
+    with mock.patch.object(group, "foreach_all_gather", counted), torch.no_grad():
+        if through_generator:
+            batch = Generator(tok, GenerationConfig(max_new_tokens, 0.0)).generate(trainer.policy, prompts, n=2)
+            assert batch.completion_ids.shape[1] <= max_new_tokens
+        else:
+            ids, mask = pad_left(encode_prompts(tok, prompts), tok.pad_token_id)
+            trainer.policy.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                    do_sample=False, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
     return len(calls)
 
 
@@ -147,9 +150,10 @@ def _two_steps(name: str, base_dir: str, accelerator, work_dir: str) -> dict:
         if accelerator.is_main_process:
             saved, _ = load_model_and_tokenizer(str(Path(work_dir) / name / "model"), dtype=torch.float64)
             out["saved"] = flat(saved)
-        if name == "fsdp/grpo":  # a rollout: per decoding step, then once (ranks stop at different lengths)
-            out["gathers_per_step"] = generation_gathers(trainer, 6, gather=False)
-            out["gathers_once"] = generation_gathers(trainer, 6 if accelerator.process_index else 2, gather=True)
+        if name == "fsdp/grpo":  # a rollout: plain HF generate, then the Generator (ranks stop at different lengths)
+            out["gathers_per_step"] = generation_gathers(trainer, 6, through_generator=False)
+            out["gathers_once"] = generation_gathers(trainer, 6 if accelerator.process_index else 2,
+                                                     through_generator=True)
             out["fsdp_units"] = sum(isinstance(m, FSDPModule) for m in policy.modules())
     return out
 

@@ -106,8 +106,8 @@ def test_fsdp_generation_gathers_once_per_rollout(two_and_one):
     two, _ = two_and_one
     g = two["fsdp/grpo"]
     assert g["fsdp_units"] == 1 + TINY.num_layers  # one per decoder layer, one for the root
-    # plain FSDP: every decoding step gathers every layer again (6 greedy steps: >= 6 gathers of the layer)
+    # Hugging Face generate on the sharded module: every decoding step gathers the layer again (6 greedy steps)
     assert g["gathers_per_step"] >= 6
-    # gathered once: at most one gather per unit, though process 0 stopped after 2 new tokens and process 1 after
-    # 6 (a collective per step would have hung the two processes)
+    # the project's Generator: at most one gather per unit, though process 0 stopped after 2 new tokens and process 1
+    # after 6 (a collective per step would have hung the two processes)
     assert 1 <= g["gathers_once"] <= g["fsdp_units"]
