@@ -76,7 +76,9 @@ def measure(method: str, size_name: str, base: str, warmup: int, rounds: int) ->
                              generate_s_all=[r["time_generate"] for r in rows[mode]])
             tr.logger.close()
     d, f = out["none"], out["fsdp2"]
+    held = {mode: v["memory_bytes"]["trained_total"] + v["memory_bytes"]["reference_params"] for mode, v in out.items()}
     out["ratios"] = {"memory_trained": ratio(f["memory_bytes"]["trained_total"], d["memory_bytes"]["trained_total"]),
+                     "memory_with_reference": ratio(held["fsdp2"], held["none"]),
                      "generate": ratio(f["generate_s"], d["generate_s"]), "step": ratio(f["step_s"], d["step_s"])}
     return out
 
@@ -121,7 +123,8 @@ def main(argv=None) -> int:
         for m, v in res["methods"].items():
             r, mem = v["ratios"], (v["none"]["memory_bytes"], v["fsdp2"]["memory_bytes"])
             print(f"{args.size} {m}: FSDP2 / DDP per-process params+grads+AdamW {r['memory_trained']:.3f} "
-                  f"({mem[1]['trained_total'] / 2**20:.1f} vs {mem[0]['trained_total'] / 2**20:.1f} MiB), "
+                  f"({mem[1]['trained_total'] / 2**20:.1f} vs {mem[0]['trained_total'] / 2**20:.1f} MiB; with π_ref "
+                  f"{r['memory_with_reference']:.3f}), "
                   f"decode {r['generate']:.2f} ({v['fsdp2']['generate_s']:.3f} vs {v['none']['generate_s']:.3f} s), "
                   f"step {r['step']:.2f}")
         if args.out:

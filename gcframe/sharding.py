@@ -83,6 +83,13 @@ def shard(model: nn.Module, device: torch.device, world: int) -> nn.Module:
     return model
 
 
+def release(model: nn.Module) -> None:
+    """Free the full copy of a sharded model's root parameters (embeddings, final norm, LM head) that fully_shard
+    keeps after a forward, for the backward that follows; a frozen model (π_ref) has no backward to wait for."""
+    if _is_fsdp(model):
+        model.reshard()  # not recursive: the layers resharded after their own forward
+
+
 def _fsdp_modules(roots) -> list[nn.Module]:
     return [m for root in roots for m in root.modules() if _is_fsdp(m)]
 

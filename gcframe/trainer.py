@@ -321,6 +321,7 @@ class Trainer:
         with torch.no_grad():
             if self.method.uses_reference:
                 batch.data["ref_logp"] = token_logprobs(self.ctx.reference, batch, self.tcfg.temperature)
+                sharding.release(self.ctx.reference)  # FSDP2: π_ref back to its shard alone
             if reuse:
                 with evaluating(self.policy):
                     batch.data["old_logp"] = token_logprobs(self.policy, batch, self.tcfg.temperature)
