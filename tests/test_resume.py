@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from gcframe import checkpoint
@@ -140,7 +141,7 @@ def torchrun(script: Path, *args: str) -> list[str]:
 def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
     """The same under train.shard: fsdp2 with 2 processes: sharded checkpoints (torch.distributed.checkpoint, one
     file per process) of PPO's policy, critic and optimisers; kill -9 of the whole process group after one."""
-    config = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "shard": "fsdp2"}}
+    config = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "shard": "fsdp2", "save_model": True}}
     cfg = write_config(tmp_path / "tiny.yaml", config)
     args = ["--config", cfg, "--methods", "ppo", "--seeds", "1", "--no-progress"]
     full = subprocess.run(torchrun(COMPARE, *args, "--out", tmp_path / "full"), capture_output=True, text=True,
@@ -162,16 +163,16 @@ def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
     ckpt = checkpoint.latest(run)
     assert ckpt.name == "step-000002"
     shards = sorted(p.name for p in (ckpt / "sharded").glob("*.distcp"))
-    assert len(shards) == 2 and not (torch_load(ckpt / "state.pt").keys() & {"policy", "optimizer"})  # not gathered
+    assert len(shards) == 2 and not (torch.load(ckpt / "state.pt", weights_only=False).keys() & {"policy", "optimizer"})  # not gathered
 
     resumed = subprocess.run(torchrun(COMPARE, "--resume", killed, "--no-progress"), capture_output=True, text=True,
                              env=cli_env(), cwd=ROOT, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert rows_without_timing(run / "metrics.jsonl") == rows_without_timing(ref / "metrics.jsonl")
     assert read_jsonl(run / "samples.jsonl") == read_jsonl(ref / "samples.jsonl")
+    # the final policy, gathered from the shards into one Hugging Face folder, is the uninterrupted run's
+    from gcframe.modeling import load_model_and_tokenizer
 
-
-def torch_load(path: Path) -> dict:
-    import torch
-
-    return torch.load(path, map_location="cpu", weights_only=False)
+    (resumed_model, _), (full_model, _) = (load_model_and_tokenizer(str(d / "model")) for d in (run, ref))
+    for (name, a), (_, b) in zip(resumed_model.state_dict().items(), full_model.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
