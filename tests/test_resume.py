@@ -145,7 +145,7 @@ def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
     cfg = write_config(tmp_path / "tiny.yaml", config)
     args = ["--config", cfg, "--methods", "ppo", "--seeds", "1", "--no-progress"]
     full = subprocess.run(torchrun(COMPARE, *args, "--out", tmp_path / "full"), capture_output=True, text=True,
-                          env=cli_env(), cwd=ROOT, timeout=300)
+                          env=cli_env(), cwd=ROOT, timeout=600)
     assert full.returncode == 0, full.stderr[-3000:]
 
     hang = tmp_path / "hang.py"
@@ -166,7 +166,7 @@ def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
     assert len(shards) == 2 and not (torch.load(ckpt / "state.pt", weights_only=False).keys() & {"policy", "optimizer"})  # not gathered
 
     resumed = subprocess.run(torchrun(COMPARE, "--resume", killed, "--no-progress"), capture_output=True, text=True,
-                             env=cli_env(), cwd=ROOT, timeout=300)
+                             env=cli_env(), cwd=ROOT, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert rows_without_timing(run / "metrics.jsonl") == rows_without_timing(ref / "metrics.jsonl")
     assert read_jsonl(run / "samples.jsonl") == read_jsonl(ref / "samples.jsonl")
