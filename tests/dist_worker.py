@@ -33,6 +33,7 @@ CONFIGS = {
     "ppo": ("ppo", {}, {}),  # whitening included: its moments are all-reduced
     **{f"fsdp/{m}": (m, {}, {"shard": "fsdp2"}) for m in ("sft", "grpo", "ppo", "dpo")},
     "fsdp/grpo/micro-batches": ("grpo", {}, {"shard": "fsdp2", "micro_batch_size": 2}),
+    "fsdp/grpo/ref-refresh": ("grpo", {"beta": 0.5}, {"shard": "fsdp2", "ref_refresh_every": 1}),  # π_ref <- π_θ
 }
 FSDP = [name for name in CONFIGS if name.startswith("fsdp/")]
 TASK = {"digits": 1, "n_demos": 32, "n_heldout": 8}
