@@ -163,7 +163,8 @@ def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
     ckpt = checkpoint.latest(run)
     assert ckpt.name == "step-000002"
     shards = sorted(p.name for p in (ckpt / "sharded").glob("*.distcp"))
-    assert len(shards) == 2 and not (torch.load(ckpt / "state.pt", weights_only=False).keys() & {"policy", "optimizer"})  # not gathered
+    state = torch.load(ckpt / "state.pt", weights_only=False)
+    assert len(shards) == 2 and not state.keys() & {"policy", "optimizer"}  # one file per process, nothing gathered
 
     resumed = subprocess.run(torchrun(COMPARE, "--resume", killed, "--no-progress"), capture_output=True, text=True,
                              env=cli_env(), cwd=ROOT, timeout=600)
