@@ -24,6 +24,8 @@ correctly, and building them is a one-off cost, not a per-step one. Ratios:
                   is a copy of the policy's backbone (equal size)
     engine_vs_ce  SFT through the weighted-MLE engine (Trainer.train_step) / a plain cross-entropy loop (tokenise,
                   forward, CE, backward, clip, AdamW) on the same batches, steps alternated in one process
+    fsdp_vs_ddp   (--shard) 2 processes under torchrun, train.shard: fsdp2 / none: per-process bytes of parameters +
+                  gradients + AdamW state (local shards), decode time, step time (experiments/benchmark_fsdp.py)
     vs_trl        project / TRL median step time per method, identical model, tokenizer, data and settings, whole
                   runs alternated (experiments/benchmark_trl.py); its floor is the project's essential passes alone /
                   TRL's step, the best ratio any framework could reach with these model calls
@@ -499,9 +501,28 @@ def run(args) -> dict:
             res["vs_trl"] = compare_with_trl(sizes, bases, plan, args.threads, say, t_start)
             r["vs_trl"] = {s: {m: v.get("ratio") for m, v in d.items()} for s, d in res["vs_trl"].items()}
             r["vs_trl_floor"] = {s: {m: v.get("floor") for m, v in d.items()} for s, d in res["vs_trl"].items()}
+    if args.shard:
+        say(f"[{time.perf_counter() - t_start:5.0f}s] {sizes[-1]:>7} FSDP2 vs DDP, 2 processes")
+        res["fsdp_vs_ddp"] = shard_comparison(sizes[-1], 2 if args.quick else 4)
+        r["fsdp_vs_ddp"] = {m: v["ratios"] for m, v in res["fsdp_vs_ddp"]["methods"].items()}
     res["machine"]["load_avg_end"] = os.getloadavg()
     res["wall_s"] = time.perf_counter() - t_start
     return res
+
+
+def shard_comparison(size: str, rounds: int) -> dict:
+    """experiments/benchmark_fsdp.py under torchrun, 2 processes: FSDP2 / DDP memory and decode time."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(Path(__file__).resolve().parent / "benchmark_fsdp.py"), "--size", size, "--rounds", str(rounds),
+               "--out", f"{tmp}/fsdp.json"]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if done.returncode:
+            raise RuntimeError(f"benchmark_fsdp.py failed:\n{done.stderr[-3000:]}")
+        return json.loads(Path(f"{tmp}/fsdp.json").read_text())
 
 
 # -- report --------------------------------------------------------------------------------------------------------
@@ -538,6 +559,11 @@ def table(res: dict) -> str:
     for s, v in res.get("engine_vs_ce", {}).items():
         out.append(f"  engine / plain cross-entropy, {s}: {_f(v['ratio'], '{:.2f}')} "
                    f"({_f(v['engine_step_s'], '{:.4f}')} s vs {_f(v['plain_ce_step_s'], '{:.4f}')} s)")
+    for m, v in res.get("fsdp_vs_ddp", {}).get("methods", {}).items():
+        mem = v["fsdp2"]["memory_bytes"]["trained_total"], v["none"]["memory_bytes"]["trained_total"]
+        out.append(f"  FSDP2 / DDP, 2 processes, {res['fsdp_vs_ddp']['size']} {m}: params+grads+AdamW per process "
+                   f"{v['ratios']['memory_trained']:.2f} ({mem[0] / 2**20:.1f} vs {mem[1] / 2**20:.1f} MiB), decode "
+                   f"{v['ratios']['generate']:.2f}, step {v['ratios']['step']:.2f}")
     if "vs_trl" not in res:
         out.append(f"  project / TRL: not run ({res['config'].get('trl_skipped') or 'TRL is not installed'})")
     for s, d in res.get("vs_trl", {}).items():
@@ -571,6 +597,8 @@ def parse_args(argv=None):
                    help="intra-op threads per process (default 1: the machine is shared, and one thread per process "
                         "avoids OpenMP oversubscription; 0 = torch's default)")
     p.add_argument("--silent", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--shard", action="store_true", help="also FSDP2 against DDP with 2 processes at the largest size: "
+                   "per-process memory and decode time (experiments/benchmark_fsdp.py under torchrun)")
     return p.parse_args(argv)
 
 

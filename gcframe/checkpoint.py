@@ -14,7 +14,11 @@ rename is atomic), then older checkpoints are deleted. `latest` ignores `*.tmp`,
 the last complete checkpoint as the latest. Resuming truncates metrics.jsonl and samples.jsonl to the rows logged
 up to the checkpoint's step, so no row is duplicated (a torn last line goes with them).
 
-The states are full (unsharded) state dicts: one process or DDP. Under FSDP or DeepSpeed set checkpoint_every: 0.
+    RUN/checkpoints/step-000050/sharded/          (train.shard: fsdp2) the models, optimisers and a refreshed π_ref
+                                                  as torch.distributed.checkpoint shards: every process writes its
+                                                  own (`gcframe.sharding.save_checkpoint`); state.pt holds the rest
+
+One process or DDP: full state dicts in state.pt. accelerate's own FSDP plugin or DeepSpeed: set checkpoint_every: 0.
 """
 from __future__ import annotations
 
@@ -54,11 +58,13 @@ def finished(run_dir: str | Path, steps: int) -> dict | None:
 
 
 def check_supported(trainer) -> None:
-    """Checkpoints hold full state dicts; sharded optimisers (FSDP, DeepSpeed) are not gathered."""
+    """Checkpoints hold full state dicts or (train.shard: fsdp2) the project's own DCP shards; models sharded by
+    accelerate's FSDP plugin or DeepSpeed are neither."""
     sharded = trainer.acc.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED)
     if sharded and trainer.tcfg.checkpoint_every:
         raise UserError(f"train.checkpoint_every is {trainer.tcfg.checkpoint_every} but resumable checkpoints "
-                        "support one process or DDP only: set train.checkpoint_every: 0 under FSDP/DeepSpeed")
+                        "support one process, DDP or train.shard: fsdp2 only: set train.checkpoint_every: 0 under "
+                        "accelerate's FSDP plugin or DeepSpeed")
 
 
 # -- save ------------------------------------------------------------------------------------------------------
@@ -71,6 +77,10 @@ def save(trainer, step: int, last_eval: dict) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)  # left by a crash mid-write
         tmp.mkdir(parents=True)
     acc.wait_for_everyone()
+    if trainer.sharded:  # collective: every process writes its shards
+        from gcframe import sharding
+
+        sharding.save_checkpoint(trainer, tmp / "sharded")
     _write(_rng_state(), tmp / f"rng-rank{acc.process_index}.pt")
     if acc.is_main_process:
         _write(_train_state(trainer, step, last_eval), tmp / "state.pt")
@@ -102,14 +112,14 @@ def _train_state(trainer, step: int, last_eval: dict) -> dict:
     acc, ctx = trainer.acc, trainer.ctx
     state = {
         "step": step, "world": acc.num_processes, "gen_tokens": trainer.gen_tokens, "elapsed": trainer.elapsed,
-        "last_eval": last_eval,
-        "policy": acc.get_state_dict(trainer.policy),
-        "optimizer": trainer.opt.state_dict(), "scheduler": trainer.sched.state_dict(),
-        "aux_models": [acc.get_state_dict(m) for m in trainer.aux_models],
-        "aux_optimizers": [o.state_dict() for o in trainer.aux_opts],
+        "last_eval": last_eval, "scheduler": trainer.sched.state_dict(),
         "orders": ctx._orders, "data_rng": ctx.rng.get_state(), "minibatch_rng": trainer.mb_gen.get_state(),
     }
-    if trainer.tcfg.ref_refresh_every and "reference" in ctx._frozen:
+    if not trainer.sharded:  # (sharded: in sharded/, written by every process)
+        state.update(policy=acc.get_state_dict(trainer.policy), optimizer=trainer.opt.state_dict(),
+                     aux_models=[acc.get_state_dict(m) for m in trainer.aux_models],
+                     aux_optimizers=[o.state_dict() for o in trainer.aux_opts])
+    if trainer.tcfg.ref_refresh_every and "reference" in ctx._frozen and not trainer.sharded:
         state["reference"] = ctx.reference.state_dict()
     if hasattr(trainer.method, "state_dict"):
         state["method"] = trainer.method.state_dict()
@@ -138,13 +148,21 @@ def restore(trainer) -> tuple[int, dict | None]:
     rng_file = ckpt / f"rng-rank{acc.process_index}.pt"
     rng = torch.load(rng_file, map_location="cpu", weights_only=False)
 
-    acc.unwrap_model(trainer.policy).load_state_dict(state["policy"])
-    trainer.opt.load_state_dict(state["optimizer"])
+    if trainer.sharded != (ckpt / "sharded").is_dir():
+        raise UserError(f"checkpoint {ckpt} was written with train.shard: {'none' if trainer.sharded else 'fsdp2'}: "
+                        "resume it with the same setting")
+    if trainer.sharded:
+        from gcframe import sharding
+
+        sharding.load_checkpoint(trainer, ckpt / "sharded")
+    else:
+        acc.unwrap_model(trainer.policy).load_state_dict(state["policy"])
+        trainer.opt.load_state_dict(state["optimizer"])
+        for m, sd in zip(trainer.aux_models, state["aux_models"]):
+            acc.unwrap_model(m).load_state_dict(sd)
+        for o, sd in zip(trainer.aux_opts, state["aux_optimizers"]):
+            o.load_state_dict(sd)
     trainer.sched.load_state_dict(state["scheduler"])
-    for m, sd in zip(trainer.aux_models, state["aux_models"]):
-        acc.unwrap_model(m).load_state_dict(sd)
-    for o, sd in zip(trainer.aux_opts, state["aux_optimizers"]):
-        o.load_state_dict(sd)
     if "reference" in state:
         ctx.reference.load_state_dict(state["reference"])
     if "method" in state:

@@ -95,6 +95,12 @@ class TrainConfig:
     """Where RL rewards come from: verifier (gold outcome), reward_model (learned r_φ), process (step verifier)."""
     ref_refresh_every: int = 0
     """Copy the policy into π_ref every K steps (0 = a reference frozen at the SFT base for the whole run)."""
+    shard: str = "none"
+    """How a multi-process launch holds the models: none = each process a full copy (DDP); fsdp2 = the policy,
+    π_ref and PPO's critic sharded across processes with torch's fully_shard, per decoder layer, with their
+    gradients and AdamW states (gcframe.sharding). Ignored in a single process."""
+    save_model: bool = False
+    """Write the final policy as one Hugging Face folder, RUN/model/ (gathered from the shards under fsdp2)."""
     checkpoint_every: int = 50
     """Write a resumable checkpoint (models, optimisers, RNG states, data order) into the run folder every this
     many steps; `compare.py --resume OUT` continues from the latest. 0 = no checkpoints."""
@@ -218,6 +224,12 @@ def from_dict(raw: dict) -> RunConfig:
     if cfg.model.lora_rank and cfg.train.ref_refresh_every:
         raise UserError("train.ref_refresh_every needs a separate copy of π_ref, but with model.lora_rank > 0 π_ref is "
                         "the base with the adapter off: set one of them to 0")
+    from gcframe.sharding import MODES
+
+    if cfg.train.shard not in MODES:
+        raise UserError(f"train.shard must be one of {', '.join(MODES)}, got '{cfg.train.shard}'")
+    if cfg.train.shard == "fsdp2" and cfg.model.lora_rank:
+        raise UserError("train.shard: fsdp2 with model.lora_rank > 0 is untested: set one of them to none / 0")
     if cfg.train.reward not in ("verifier", "reward_model", "process"):
         raise UserError(f"train.reward must be verifier, reward_model or process, got '{cfg.train.reward}'")
     return cfg

@@ -74,7 +74,8 @@ def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> t
     stage1 = copy.deepcopy(cfg)
     stage1.train = TrainConfig(steps=s.steps, lr=s.lr, prompts_per_step=s.batch_size, group_size=1,
                                warmup_steps=s.warmup_steps, max_new_tokens=cfg.train.max_new_tokens,
-                               eval_every=0, eval_size=cfg.train.eval_size, eval_k=0, sample_every=0)
+                               eval_every=0, eval_size=cfg.train.eval_size, eval_k=0, sample_every=0,
+                               checkpoint_every=0)  # not resumable: its folder is per process (pid)
     stage1.seed = cfg.task.seed
     stage1.model = dataclasses.replace(cfg.model, bf16=False, gradient_checkpointing=False, lora_rank=0)
     tmp = d.with_name(d.name + f".tmp{os.getpid()}")

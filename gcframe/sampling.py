@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gcframe import sharding
 from gcframe.batch import Batch, pad_left, pad_right
 
 
@@ -116,13 +117,15 @@ class Generator:
         device = next(model.parameters()).device
         sample = temperature > 0
         p_ids, p_mask = p_ids.to(device), p_mask.to(device)
-        out = model.generate(
-            input_ids=p_ids, attention_mask=p_mask,
-            max_new_tokens=max_new_tokens or self.cfg.max_new_tokens,
-            do_sample=sample, temperature=temperature if sample else None, top_k=None, top_p=None,
-            pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-            **shared_prefill(model, p_ids[::n], p_mask[::n], n),
-        ).cpu()
+        with sharding.gathered(model):  # FSDP2: the full weights gathered once, not at every decoding step
+            out = model.generate(
+                input_ids=p_ids, attention_mask=p_mask,
+                max_new_tokens=max_new_tokens or self.cfg.max_new_tokens,
+                do_sample=sample, temperature=temperature if sample else None, top_k=None, top_p=None,
+                pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                synced_gpus=False if sharding.is_gathered(model) else None,  # HF would all-reduce every step
+                **shared_prefill(model, p_ids[::n], p_mask[::n], n),
+            ).cpu()
         p_ids, p_mask = p_ids.cpu(), p_mask.cpu()
         c_ids = out[:, p_ids.shape[1]:]  # [N, T]
         is_eos = c_ids == tok.eos_token_id

@@ -18,7 +18,7 @@ import torch
 from accelerate import Accelerator
 from tqdm.auto import tqdm
 
-from gcframe import checkpoint
+from gcframe import checkpoint, sharding
 from gcframe.batch import Batch
 from gcframe.config import RunConfig
 from gcframe.engine import Normaliser, token_logprobs, weighted_mle_loss
@@ -65,6 +65,7 @@ class Context:
         self._frozen: dict[str, torch.nn.Module] = {}
         self.reward_model = None  # set by the pipeline when train.reward == "reward_model"
         self.timings: dict[str, float] = {}  # seconds per phase of the current step; the Trainer logs time_<name>
+        self.sharded = sharding.enabled(cfg.train.shard, self.world)  # FSDP2: π_ref is sharded like the policy
 
     @contextlib.contextmanager
     def timed(self, name: str):
@@ -115,7 +116,7 @@ class Context:
         """prompts -> sampler -> rewards: `group_size` completions of each of n_prompts (global) prompts."""
         rows = self.draw(self.task.prompts, n_prompts, "prompts")
         model = model or self.policy
-        with self.timed("generate"), evaluating(model):
+        with self.timed("generate"), evaluating(model):  # (FSDP2: the Generator gathers the weights once)
             batch = self.generator.generate(model, [r["prompt"] for r in rows], n=group_size)
         with self.timed("score"):
             for t, gid in zip(batch.texts, batch.group_ids.tolist()):
@@ -132,6 +133,8 @@ class Context:
 
             model, _ = load_model_and_tokenizer(str(self.base_dir), dtype=self.dtype)
             model.to(self.device).eval().requires_grad_(False)
+            if self.sharded and name == "reference":  # "base" samples on the main process alone: replicated
+                sharding.shard(model, self.device, self.world)
             self._frozen[name] = model
         return self._frozen[name]
 
@@ -203,6 +206,9 @@ class Trainer:
                             f"train.group_size must be >= 2, got {self.tcfg.group_size}")
         policy = prepare_policy(policy, cfg.model.gradient_checkpointing, cfg.model.lora_rank)
         policy.to(self.acc.device)
+        self.sharded = sharding.enabled(self.tcfg.shard, self.acc.num_processes)
+        if self.sharded:  # before the optimiser exists: it must hold the sharded parameters
+            sharding.shard(policy, self.acc.device, self.acc.num_processes)
         self.ctx = Context(cfg, task, tok, policy, base_dir, self.acc, dtype)
         self.ctx.reward_model = reward_model
         self.method = method_cls(mcfg, self.ctx)
@@ -213,10 +219,14 @@ class Trainer:
         warm = max(getattr(self.tcfg, "warmup_steps", 0), 0)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
         self.aux = self.method.auxiliary_models()
+        for m in self.aux.values() if self.sharded else ():  # PPO's critic: sharded like the policy
+            sharding.shard(m, self.acc.device, self.acc.num_processes)
         aux_opts = [adamw(m.parameters(), lr=getattr(mcfg, "critic_lr", self.tcfg.lr))
                     for m in self.aux.values()]
         # the scheduler stays unprepared: accelerate would step it once per process per step
-        prepared = self.acc.prepare(policy, opt, *self.aux.values(), *aux_opts)
+        # FSDP2: nothing is prepared (accelerate would wrap the sharded modules in DDP on CPU)
+        prepared = [policy, opt, *self.aux.values(), *aux_opts] if self.sharded else \
+            self.acc.prepare(policy, opt, *self.aux.values(), *aux_opts)
         (self.policy, self.opt), self.sched = prepared[:2], sched
         k = len(self.aux)
         self.aux_models, self.aux_opts = list(prepared[2:2 + k]), list(prepared[2 + k:])
@@ -255,8 +265,8 @@ class Trainer:
         for j, micro in enumerate(micros):
             last = j == len(micros) - 1
             with contextlib.ExitStack() as stack:
-                if not last:  # accumulate locally; DDP all-reduces on the last micro-batch only
-                    for m in models:
+                if not last and not self.sharded:  # accumulate locally; DDP all-reduces on the last one only
+                    for m in models:  # (FSDP2 reduce-scatters every micro-batch: its gradients stay sharded)
                         stack.enter_context(self.acc.no_sync(m))
                 logp, entropy = token_logprobs(self.policy, micro, self.tcfg.temperature, with_entropy=True)
                 gc = self.method.coefficients(micro, logp)
@@ -282,9 +292,9 @@ class Trainer:
             tally.add("entropy", entropy[mask])
             if "ref_logp" in micro.data and "truncated" in micro.data:  # tokens sampled from π_θ, where the k3 mean
                 tally.add("kl_ref", k3(micro.data["ref_logp"], logp.detach())[mask])  # estimates KL(π_θ‖π_ref)
-        grad_norm = self.acc.clip_grad_norm_(self.policy.parameters(), self.tcfg.grad_clip or float("inf"))
-        norms = [grad_norm] + [self.acc.clip_grad_norm_(m.parameters(), self.tcfg.grad_clip or float("inf"))
-                               for m in self.aux_models]
+        clip = sharding.clip_grad_norm_ if self.sharded else self.acc.clip_grad_norm_
+        grad_norm = clip(self.policy.parameters(), self.tcfg.grad_clip or float("inf"))
+        norms = [grad_norm] + [clip(m.parameters(), self.tcfg.grad_clip or float("inf")) for m in self.aux_models]
         if not all(math.isfinite(float(n)) for n in norms):  # norms of all-reduced gradients: every process agrees
             raise FloatingPointError("gradients")  # before any optimiser step: the weights stay finite
         self.opt.step()
@@ -313,6 +323,7 @@ class Trainer:
         with torch.no_grad():
             if self.method.uses_reference:
                 batch.data["ref_logp"] = token_logprobs(self.ctx.reference, batch, self.tcfg.temperature)
+                sharding.release(self.ctx.reference)  # FSDP2: π_ref back to its shard alone
             if reuse:
                 with evaluating(self.policy):
                     batch.data["old_logp"] = token_logprobs(self.policy, batch, self.tcfg.temperature)
@@ -368,12 +379,18 @@ class Trainer:
         return out
 
     def _mean_over_processes(self, row: dict) -> dict:
+        """Each value averaged over the processes that measured it: a method may record a value on some processes
+        only (PPO's explained variance is undefined where every return is equal), and one all-reduce of
+        different lengths would mismatch."""
         if self.acc.num_processes == 1:
             return row
-        keys = sorted(row)
-        vals = torch.tensor([float(row[k]) for k in keys], dtype=torch.float64, device=self.acc.device)
-        vals = self.acc.reduce(vals, "mean")
-        return dict(zip(keys, vals.tolist()))
+        from accelerate.utils import gather_object
+
+        keys = sorted(set().union(*gather_object([sorted(row)])))  # the union of every process's names
+        vals = torch.tensor([[float(row.get(k, 0.0)), float(k in row)] for k in keys], dtype=torch.float64,
+                            device=self.acc.device)  # [K, 2]: value, measured here
+        total = self.acc.reduce(vals, "sum").tolist()
+        return {k: v / n for k, (v, n) in zip(keys, total) if n}
 
     # -- evaluation ---------------------------------------------------------------------------------------------
     def evaluate(self, step: int, k: int = 0) -> dict:
@@ -382,7 +399,12 @@ class Trainer:
         rows = self.task.heldout.select(range(min(self.tcfg.eval_size, len(self.task.heldout))))
         rows = [rows[i] for i in range(self.acc.process_index, len(rows), self.acc.num_processes)]
         model = self.acc.unwrap_model(self.policy)
-        with evaluating(model):
+        # sharded models are gathered once for the whole evaluation: no collective per forward, so processes with
+        # different numbers of held-out rows (or completions ending at different steps) cannot wait on each other
+        anchor = None
+        if self.sharded and k and self.tcfg.temperature > 0 and not self.tcfg.ref_refresh_every:
+            anchor = self.ctx.reference  # _sample_sums' KL anchor, loaded (and sharded) before the gather
+        with evaluating(model), sharding.gathered(model, anchor):
             counts = evaluate(model, self.ctx.generator, self.task, rows, k=k, on_samples=self._sample_sums)
         t = self.acc.reduce(torch.tensor([float(counts.get(c, 0)) for c in COUNT_KEYS], device=self.acc.device), "sum")
         res = rates(dict(zip(COUNT_KEYS, t.tolist())), k)
@@ -439,10 +461,27 @@ class Trainer:
             if "reward_mean" in row:
                 post["reward"] = f"{row['reward_mean']:.2f}"
             bar.set_postfix(post)
+        if self.tcfg.save_model:
+            self.save_model(self.logger.dir / "model")
         self.logger.close()
         return {"initial_accuracy": getattr(self, "initial_accuracy", None),
                 "final_accuracy": last_eval["eval_accuracy"], "time_s": self.elapsed, "gen_tokens": self.gen_tokens,
                 "steps": steps}
+
+    def save_model(self, path) -> None:
+        """The policy as one Hugging Face folder (model + tokenizer), written by the main process; under FSDP2 its
+        shards are gathered first (collective: every process calls this)."""
+        from gcframe.modeling import save_model_and_tokenizer
+
+        policy = self.acc.unwrap_model(self.policy)
+        full = sharding.full_state_dict(policy) if self.sharded else None
+        if self.acc.is_main_process:
+            if full is None:
+                save_model_and_tokenizer(policy, self.tok, path)
+            else:
+                policy.save_pretrained(path, state_dict=full)
+                self.tok.save_pretrained(path)
+        self.acc.wait_for_everyone()
 
     def _sample_rows(self, batch: Batch) -> list[dict]:
         out = []

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gcframe.modeling import ModelConfig, build_char_tokenizer, build_tiny_llama, save_model_and_tokenizer
-from tests.dist_worker import CONFIGS, run
+from tests.dist_worker import CONFIGS, FSDP, run
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_positions=32)
@@ -32,7 +32,7 @@ def two_and_one(tmp_path_factory):
     workers = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         one = run(str(tmp / "base"), make_accelerator(), str(tmp / "one"))  # while the workers run
-        log, _ = workers.communicate(timeout=120)
+        log, _ = workers.communicate(timeout=300)
     finally:
         workers.kill()
     assert workers.returncode == 0, log[-3000:]
@@ -78,3 +78,36 @@ def test_prompts_are_sharded_and_groups_stay_whole(two_and_one):
         for p, g in ((p0, g0), (p1, g1)):  # every prompt's G = 4 completions on the process that owns the prompt
             assert sorted(g) == [0, 0, 0, 0, 1, 1, 1, 1] and len(set(p)) == 2
             assert all(p[i] == p[j] for i in range(8) for j in range(8) if g[i] == g[j])
+
+
+# -- FSDP2 (train.shard: fsdp2): the same update as one process, sharded state, one gather per rollout ----------
+@pytest.mark.parametrize("name", FSDP)
+def test_fsdp_two_processes_update_like_one(two_and_one, name):
+    two, one = two_and_one
+    assert (one[name]["params"] - one[name]["initial"]).abs().max() > 1e-3  # the weights moved
+    assert torch.equal(two[name]["initial"], one[name]["initial"])
+    assert (two[name]["params"] - one[name]["params"]).abs().max() < 1e-10  # float64
+    assert two[name]["loss"] == pytest.approx(one[name]["loss"], rel=1e-9, abs=1e-12)  # the global normaliser
+    assert two[name]["grad_norm"] == pytest.approx(one[name]["grad_norm"], rel=1e-9)
+    # the final model, gathered from the shards into one Hugging Face folder, is the trained policy
+    assert torch.equal(two[name]["saved"], two[name]["params"])
+
+
+@pytest.mark.parametrize("fsdp,ddp", [("fsdp/grpo", "grpo/seq-mean-token-mean"), ("fsdp/ppo", "ppo")])
+def test_fsdp_holds_half_the_parameters_and_optimiser_state(two_and_one, fsdp, ddp):
+    two, _ = two_and_one
+    for sharded, full in zip(two[fsdp]["bytes"], two[ddp]["bytes"], strict=True):  # the policy (and the critic)
+        for part in ("params", "optimizer"):  # process 0's local shards; every tensor is split in 2 (± one row)
+            assert sharded[part] <= 0.52 * full[part], part
+    assert len(two["fsdp/ppo"]["bytes"]) == 2  # the critic is sharded too
+
+
+def test_fsdp_generation_gathers_once_per_rollout(two_and_one):
+    two, _ = two_and_one
+    g = two["fsdp/grpo"]
+    assert g["fsdp_units"] == 1 + TINY.num_layers  # one per decoder layer, one for the root
+    # Hugging Face generate on the sharded module: every decoding step gathers the layer again (6 greedy steps)
+    assert g["gathers_per_step"] >= 6
+    # the project's Generator: at most one gather per unit, though process 0 stopped after 2 new tokens and process 1
+    # after 6 (a collective per step would have hung the two processes)
+    assert 1 <= g["gathers_once"] <= g["fsdp_units"]

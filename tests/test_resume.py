@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from gcframe import checkpoint
@@ -129,3 +130,50 @@ def test_finished_reads_the_final_evaluation_row(tmp_path):
                                                         "gen_tokens": 9}) + "\n")
     assert checkpoint.finished(tmp_path, 4) == {"final_accuracy": 0.5, "time_s": 1.0, "gen_tokens": 9, "steps": 4}
     assert checkpoint.finished(tmp_path, 8) is None
+
+
+def torchrun(script: Path, *args: str) -> list[str]:
+    """The command line of `script` under 2 CPU processes (torchrun, gloo)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
+            *map(str, args)]
+
+
+def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
+    """The same under train.shard: fsdp2 with 2 processes: sharded checkpoints (torch.distributed.checkpoint, one
+    file per process) of PPO's policy, critic and optimisers; kill -9 of the whole process group after one."""
+    config = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "shard": "fsdp2", "save_model": True}}
+    cfg = write_config(tmp_path / "tiny.yaml", config)
+    args = ["--config", cfg, "--methods", "ppo", "--seeds", "1", "--no-progress"]
+    full = subprocess.run(torchrun(COMPARE, *args, "--out", tmp_path / "full"), capture_output=True, text=True,
+                          env=cli_env(), cwd=ROOT, timeout=600)
+    assert full.returncode == 0, full.stderr[-3000:]
+
+    hang = tmp_path / "hang.py"
+    hang.write_text(HANG.format(compare=str(COMPARE)))
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(torchrun(hang, *args, "--out", killed), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=cli_env(), cwd=ROOT, start_new_session=True)
+    try:
+        if not any(line.strip() == "hanging" for line in proc.stdout):
+            pytest.fail("the run ended before reaching step 3")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both workers: kill -9, no clean-up
+        proc.wait(30)
+    run, ref = killed / "ppo" / "seed1", tmp_path / "full" / "ppo" / "seed1"
+    ckpt = checkpoint.latest(run)
+    assert ckpt.name == "step-000002"
+    shards = sorted(p.name for p in (ckpt / "sharded").glob("*.distcp"))
+    state = torch.load(ckpt / "state.pt", weights_only=False)
+    assert len(shards) == 2 and not state.keys() & {"policy", "optimizer"}  # one file per process, nothing gathered
+
+    resumed = subprocess.run(torchrun(COMPARE, "--resume", killed, "--no-progress"), capture_output=True, text=True,
+                             env=cli_env(), cwd=ROOT, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert rows_without_timing(run / "metrics.jsonl") == rows_without_timing(ref / "metrics.jsonl")
+    assert read_jsonl(run / "samples.jsonl") == read_jsonl(ref / "samples.jsonl")
+    # the final policy, gathered from the shards into one Hugging Face folder, is the uninterrupted run's
+    from gcframe.modeling import load_model_and_tokenizer
+
+    (resumed_model, _), (full_model, _) = (load_model_and_tokenizer(str(d / "model")) for d in (run, ref))
+    for (name, a), (_, b) in zip(resumed_model.state_dict().items(), full_model.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
