@@ -183,6 +183,9 @@ def _inject_rewards(batch, gen: torch.Generator) -> None:
         batch.data["step_rewards"] = torch.rand(N, T, generator=gen, dtype=torch.float64) * mask
 
 
+WIDE = 0.25  # the perturbed policy's ratios must reach below 1 − WIDE and above 1 + WIDE: past every clip band used
+
+
 def _perturb(model, gen: torch.Generator, scale: float) -> None:
     """θ <- θ + scale·std(θ)·ε: stands in for an update, so that π_θ ≠ π_old and π_θ ≠ π_ref."""
     with torch.no_grad():
@@ -215,7 +218,14 @@ def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: 
             batch.data["ref_logp"] = token_logprobs(trainer.ctx.reference, batch)
         batch.data["old_logp"] = token_logprobs(policy, batch)
         method.prepare(batch)
-    _perturb(policy, gen, perturb)
+    start = {k: v.clone() for k, v in policy.state_dict().items()}
+    for scale in (perturb * 2 ** i for i in range(5)):  # widen the step until the ratios leave the clip band
+        policy.load_state_dict(start)
+        _perturb(policy, gen, scale)
+        with torch.no_grad():
+            moved = (token_logprobs(policy, batch) - batch.data["old_logp"]).exp()[batch.completion_mask.bool()]
+        if moved.min() < 1 - WIDE and moved.max() > 1 + WIDE:
+            break
 
     logp = token_logprobs(policy, batch)
     gc = method.coefficients(batch, logp)
