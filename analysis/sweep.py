@@ -64,7 +64,8 @@ def paired(a: pd.Series, b: pd.Series) -> dict:
         t975, t80 = (T975[df - 1], T80[df - 1]) if df <= 30 else (1.96, 0.842)
         half = t975 * sd / math.sqrt(n)
         out.update(sd=sd, ci_low=out["mean"] - half, ci_high=out["mean"] + half,
-                   significant=int(out["mean"] - half > 0) - int(out["mean"] + half < 0),
+                   # identical differences (s = 0, e.g. pass@64 = 1 on every seed) are not a test: never marked
+                   significant=(int(out["mean"] - half > 0) - int(out["mean"] + half < 0)) if sd > 0 else 0,
                    mde80=(t975 + t80) * sd / math.sqrt(n))
     return out
 

@@ -49,6 +49,8 @@ def test_paired_interval_by_hand():
     r = paired(pd.Series({0: 0.5, 1: 0.52, 2: 0.51}), pd.Series({0: 0.4, 1: 0.4, 2: 0.4}))
     assert r["significant"] == 1  # d = (0.10, 0.12, 0.11): half-width 4.303 · 0.01/√3 = 0.025 < 0.11
     assert paired(pd.Series({0: 0.4}), pd.Series({0: 0.5}))["significant"] == 0  # one seed: no interval
+    same = paired(pd.Series({0: 1.0, 1: 1.0}), pd.Series({0: 0.96, 1: 0.96}))  # d = (0.04, 0.04): s = 0
+    assert same["mean"] == pytest.approx(0.04) and same["significant"] == 0  # a zero-width interval is no test
     assert math.isnan(paired(pd.Series({0: 0.4}), pd.Series({0: 0.5}))["ci_low"])
 
 
