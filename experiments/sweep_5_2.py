@@ -216,6 +216,11 @@ def record(level: dict, method: str, seed: int, res: dict) -> None:
           f"{res[f'maj@{k}']:.3f}, pass@{k} {res[f'pass@{k}']:.3f} ({res.get('wall_s', 0):.0f} s)", flush=True)
 
 
+def same_sweep(spec: dict) -> dict:
+    """What must match to continue a sweep: everything, with the base config by file name (a checkout moved)."""
+    return {**spec, "base": Path(spec.get("base", "")).name}
+
+
 @cli_entry
 def main(argv=None) -> int:
     args = parse_args(argv)
@@ -247,7 +252,7 @@ def main(argv=None) -> int:
     if old.exists():
         import yaml
 
-        if yaml.safe_load(old.read_text()) != json.loads(json.dumps(sweep)):
+        if same_sweep(yaml.safe_load(old.read_text())) != same_sweep(json.loads(json.dumps(sweep))):
             raise UserError(f"'{out}' holds a sweep with another configuration ({old}): give another --out, or "
                             "delete the folder to start over")
     write_yaml(old, sweep)

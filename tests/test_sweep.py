@@ -46,9 +46,12 @@ def test_paired_interval_by_hand():
     assert r["ci_low"] == pytest.approx(0.2 - 0.24844, abs=1e-4) and r["significant"] == 0  # the interval holds 0
     # power 0.8: (4.303 + 1.061) · 0.1 / √3 = 0.3097
     assert r["mde80"] == pytest.approx(0.30969, abs=1e-4)
+    assert r["mde80_5seeds"] == pytest.approx((2.776 + 0.941) * 0.1 / 5 ** 0.5, abs=1e-4)  # 0.1662 at 5 seeds
     r = paired(pd.Series({0: 0.5, 1: 0.52, 2: 0.51}), pd.Series({0: 0.4, 1: 0.4, 2: 0.4}))
     assert r["significant"] == 1  # d = (0.10, 0.12, 0.11): half-width 4.303 · 0.01/√3 = 0.025 < 0.11
     assert paired(pd.Series({0: 0.4}), pd.Series({0: 0.5}))["significant"] == 0  # one seed: no interval
+    same = paired(pd.Series({0: 1.0, 1: 1.0}), pd.Series({0: 0.96, 1: 0.96}))  # d = (0.04, 0.04): s = 0
+    assert same["mean"] == pytest.approx(0.04) and same["significant"] == 0  # a zero-width interval is no test
     assert math.isnan(paired(pd.Series({0: 0.4}), pd.Series({0: 0.5}))["ci_low"])
 
 
