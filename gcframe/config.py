@@ -90,12 +90,26 @@ class TrainConfig:
     sample_every: int = 25
     """Steps between writes to samples.jsonl."""
     reward: str = "verifier"
-    """Where RL rewards come from: verifier (gold outcome), reward_model (learned r_φ), process (step verifier)."""
+    """Where RL rewards come from: verifier (gold outcome), reward_model (learned r_φ), process (step verifier),
+    functions (your own, train.reward_funcs)."""
+    reward_funcs: list = field(default_factory=list)
+    """reward: functions: your reward functions as FILE.py:NAME, each (prompt, completion, answer) -> float, summed
+    with reward_weights (gcframe/reward_funcs.py)."""
+    reward_weights: list = field(default_factory=list)
+    """One weight per reward function (empty: 1 each)."""
+    step_reward_func: str = ""
+    """FILE.py:NAME of your step reward function, (prompt, completion, answer) -> [(end_char, reward), ...]: replaces
+    the task's step verifier for process supervision (grpo_ps, reward: process). Empty: the task's."""
     ref_refresh_every: int = 0
     """Copy the policy into π_ref every K steps (0 = a reference frozen at the SFT base for the whole run)."""
     checkpoint_every: int = 50
     """Write a resumable checkpoint (models, optimisers, RNG states, data order) into the run folder every this
     many steps; `compare.py --resume OUT` continues from the latest. 0 = no checkpoints."""
+    keep_checkpoints: bool = False
+    """Keep the resumable checkpoints once a run has finished (by default only its final model, RUN/final, stays)."""
+    report_to: str = ""
+    """Experiment trackers that also get every metrics row, comma-separated: tensorboard, trackio, wandb, mlflow
+    (gcframe/tracking.py; each an optional extra). Empty: metrics.jsonl only."""
 
 
 @dataclass
@@ -187,8 +201,17 @@ def _typed(value, default, where):
     else:
         ok = isinstance(value, type(default)) and not isinstance(value, bool)
     if not ok:
-        raise UserError(f"{where} must be a {type(default).__name__}, got {value!r}")
+        raise UserError(f"{where} must be {type_phrase(default)}, got {value!r}")
     return value
+
+
+TYPE_PHRASES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list",
+                dict: "a mapping"}
+
+
+def type_phrase(default) -> str:
+    """How an error names the type of `default`: "an integer", "a number", "true or false", ..."""
+    return TYPE_PHRASES.get(type(default), f"of type {type(default).__name__}")
 
 
 def from_dict(raw: dict) -> RunConfig:
@@ -216,8 +239,8 @@ def from_dict(raw: dict) -> RunConfig:
     if cfg.model.lora_rank and cfg.train.ref_refresh_every:
         raise UserError("train.ref_refresh_every needs a separate copy of π_ref, but with model.lora_rank > 0 π_ref is "
                         "the base with the adapter off: set one of them to 0")
-    if cfg.train.reward not in ("verifier", "reward_model", "process"):
-        raise UserError(f"train.reward must be verifier, reward_model or process, got '{cfg.train.reward}'")
+    if cfg.train.reward not in ("verifier", "reward_model", "process", "functions"):
+        raise UserError(f"train.reward must be verifier, reward_model, process or functions, got '{cfg.train.reward}'")
     return cfg
 
 

@@ -413,7 +413,7 @@ class Trainer:
             self.logger.log(last_eval)
             self.initial_accuracy = last_eval["eval_accuracy"]
         bar = tqdm(range(start, steps), initial=start, total=steps, desc=self.method.name,
-                   disable=not self.show_progress, leave=False)
+                   disable=None if self.show_progress else True, leave=False)  # None: off when not a terminal
         for step in bar:
             try:
                 row, batch = self.train_step(step)

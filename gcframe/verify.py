@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from gcframe.engine import aggregate, token_logprobs, weighted_mle_loss
+from gcframe.errors import cli_entry
 
 TOLERANCE = 1e-5
 TEXTBOOK: dict[str, Callable] = {}
@@ -213,6 +214,7 @@ def verify_method(name: str, cfg, task, base_dir, acc, seed: int = 0, perturb: f
     }
 
 
+@cli_entry
 def main(argv=None) -> int:
     from accelerate import Accelerator
 
@@ -221,7 +223,13 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(description="Check ∇(−GC·log π) = ∇(textbook loss) for every method.")
     p.add_argument("--methods", help="comma-separated names (default: all registered)")
+    p.add_argument("--methods-from", action="append", metavar="FILE.py", help="import your own method(s) and their "
+                   "@textbook losses from this file first (gcframe.plugins)")
     args = p.parse_args(argv)
+    if args.methods_from:
+        from gcframe.plugins import load
+
+        load(args.methods_from)
     names = args.methods.split(",") if args.methods else list(REGISTRY)
     missing = [n for n in names if n not in TEXTBOOK]
     cfg, task = pipeline.prepare(_verify_config())
