@@ -251,5 +251,7 @@ def main(argv=None) -> int:
     return 0 if ok else 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run the importable gcframe.verify: a plugin's @textbook registers into its TEXTBOOK
+    from gcframe import verify
+
+    sys.exit(verify.main())
