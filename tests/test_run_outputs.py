@@ -22,9 +22,15 @@ def full_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("outputs")
     cfg = write_config(tmp / "tiny.yaml")
     r = run_cli("--config", cfg, "--methods", "grpo", "--report-to", "tensorboard", "--out", tmp / "out",
-                "--no-progress", timeout=300)
+                timeout=300)  # progress bars on, but stderr is a pipe, not a terminal
     assert r.returncode == 0, r.stderr[-3000:]
-    return tmp / "out"
+    return tmp / "out", r
+
+
+def test_no_progress_bars_on_a_redirected_stderr(full_run):
+    _, r = full_run
+    assert "it/s" not in r.stderr and "\r" not in r.stderr and "%|" not in r.stderr, r.stderr[-2000:]
+    assert "grpo seed 0: held-out accuracy" in r.stdout  # the result lines still come
 
 
 def _greedy(model, tok, prompt: str) -> str:
@@ -36,7 +42,7 @@ def _greedy(model, tok, prompt: str) -> str:
 def test_final_model_loads_and_checkpoints_are_gone(full_run):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    run = full_run / "grpo" / "seed0"
+    run = full_run[0] / "grpo" / "seed0"
     assert not (run / "checkpoints").exists()  # checkpoint_every 2 wrote step-000002; finishing removed it
     model = AutoModelForCausalLM.from_pretrained(run / "final")
     tok = AutoTokenizer.from_pretrained(run / "final")
@@ -47,12 +53,29 @@ def test_final_model_loads_and_checkpoints_are_gone(full_run):
     assert len(_greedy(model, tok, "1+2=")) > 0
 
 
+def test_final_model_is_the_final_policy(full_run):
+    """Its greedy held-out accuracy, recomputed from RUN/final alone, is the run's last logged eval_accuracy."""
+    from gcframe.evaluate import evaluate
+    from gcframe.sampling import GenerationConfig, Generator
+
+    out = full_run[0]
+    cfg, task = pipeline.prepare(from_dict(TINY_CONFIG))
+    model, tok = load_model_and_tokenizer(str(out / "grpo" / "seed0" / "final"))
+    rows = [task.heldout[i] for i in range(min(cfg.train.eval_size, len(task.heldout)))]
+    counts = evaluate(model.eval(), Generator(tok, GenerationConfig(cfg.train.max_new_tokens, cfg.train.temperature)),
+                      task, rows)
+    last = [r for r in read_jsonl(out / "grpo" / "seed0" / "metrics.jsonl") if "eval_accuracy" in r][-1]
+    assert last["step"] == cfg.train.steps
+    assert counts["greedy_correct"] / counts["n"] == last["eval_accuracy"]
+
+
 def test_tensorboard_scalars_are_the_metrics_rows(full_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    acc = EventAccumulator(str(full_run / "tensorboard" / "grpo" / "seed0"))
+    out = full_run[0]
+    acc = EventAccumulator(str(out / "tensorboard" / "grpo" / "seed0"))
     acc.Reload()
-    rows = read_jsonl(full_run / "grpo" / "seed0" / "metrics.jsonl")
+    rows = read_jsonl(out / "grpo" / "seed0" / "metrics.jsonl")
     for key in ("loss", "reward_mean", "eval_accuracy"):
         logged = {r["step"]: r[key] for r in rows if r.get(key) is not None}
         events = {e.step: e.value for e in acc.Scalars(key)}
