@@ -106,3 +106,18 @@ def test_lora_run_keeps_the_adapter_and_checkpoints_when_asked(tmp_path):
     assert set(after) == set(before)  # a plain model again: no lora_A / lora_B left
     assert max(float((after[k] - before[k]).abs().max()) for k in before) > 0  # the adapter changed weights
     assert torch.isfinite(torch.cat([v.flatten() for v in after.values()])).all()
+
+
+def test_report_to_names_are_checked_before_anything_runs(monkeypatch):
+    import importlib.util
+
+    from gcframe import tracking
+    from gcframe.errors import UserError
+
+    assert tracking.names("") == [] and tracking.names("none") == [] and tracking.names(" tensorboard ") == ["tensorboard"]
+    with pytest.raises(UserError, match="unknown tracker 'tensorbord': choose from tensorboard, wandb, trackio"):
+        tracking.names("tensorbord")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "wandb" else real(n, *a))
+    with pytest.raises(UserError, match=r"needs the wandb package: pip install 'gcframe\[wandb\]'"):
+        tracking.names("tensorboard,wandb")
