@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from gcframe import checkpoint
@@ -96,6 +97,12 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
         assert rows_without_timing(run / "metrics.jsonl") == rows_without_timing(ref / "metrics.jsonl")
         assert read_jsonl(run / "samples.jsonl") == read_jsonl(ref / "samples.jsonl")
     assert (killed / "summary.csv").read_text().count("\n") == 3  # header + two runs
+    from safetensors.torch import load_file  # the resumed run's final model is the uninterrupted run's, bit for bit
+
+    resumed_w = load_file(killed / "grpo" / "seed1" / "final" / "model.safetensors")
+    full_w = load_file(tmp_path / "full" / "grpo" / "seed1" / "final" / "model.safetensors")
+    assert resumed_w.keys() == full_w.keys() and all(torch.equal(resumed_w[k], full_w[k]) for k in full_w)
+    assert not (killed / "grpo" / "seed1" / "checkpoints").exists()  # finished: pruned
 
 
 def test_resume_refuses_other_flags_and_non_runs(tmp_path):
