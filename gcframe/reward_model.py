@@ -77,7 +77,7 @@ def train(rm: RewardModel, train_pairs, rcfg, seed: int, show_progress: bool = F
     g = torch.Generator().manual_seed(seed)
     order, pos, losses = torch.randperm(len(rows), generator=g), 0, []
     rm.model.train()
-    for _ in tqdm(range(rcfg.steps), desc="reward model", disable=not show_progress, leave=False):
+    for _ in tqdm(range(rcfg.steps), desc="reward model", disable=None if show_progress else True, leave=False):
         idx = []
         while len(idx) < rcfg.batch_size:
             if pos >= len(order):

@@ -16,7 +16,7 @@ import torch
 from gcframe.batch import Batch
 from gcframe.errors import UserError
 
-REWARD_SOURCES = ("verifier", "reward_model", "process")
+REWARD_SOURCES = ("verifier", "reward_model", "process", "functions")
 
 
 def _checked(value, where: str, text: dict) -> float:
@@ -48,8 +48,9 @@ def process_rewards(batch: Batch, task, tok) -> tuple[torch.Tensor, torch.Tensor
     """Step verifier rewards placed at each step's last token -> (step_rewards [N, T], step_mask [N, T])."""
     N, T = batch.completion_ids.shape
     rewards, mask = torch.zeros(N, T), torch.zeros(N, T)
+    user_steps = getattr(task, "step_reward_func", None)  # train.step_reward_func (gcframe.reward_funcs.attach)
     for i, t in enumerate(batch.texts):
-        steps = task.step_rewards(t["completion"], t["steps"])
+        steps = user_steps(t) if user_steps else task.step_rewards(t["completion"], t["steps"])
         if not steps:
             continue
         offsets = tok(t["completion"], add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
@@ -57,7 +58,7 @@ def process_rewards(batch: Batch, task, tok) -> tuple[torch.Tensor, torch.Tensor
             # the token whose character span contains the step's last character
             tok_idx = next((k for k, (s, e) in enumerate(offsets) if s < end_char <= e), len(offsets) - 1)
             tok_idx = min(max(tok_idx, 0), T - 1)
-            rewards[i, tok_idx] = _checked(r, "the step verifier", t)
+            rewards[i, tok_idx] = _checked(r, "the step reward function" if user_steps else "the step verifier", t)
             mask[i, tok_idx] = 1.0
     return rewards, mask
 
@@ -73,6 +74,8 @@ def score(batch: Batch, task, tok, source: str = "verifier", reward_model=None) 
         batch.data["step_rewards"], batch.data["step_mask"] = step_r, step_m
         # the outcome-level reward of a process-supervised sample: mean step score (for logging)
         batch.data["rewards"] = (step_r.sum(-1) / step_m.sum(-1).clamp(min=1))
+    elif source == "functions":  # train.reward_funcs: Σ_k w_k f_k(prompt, completion, answer) (gcframe.reward_funcs)
+        batch.data["rewards"] = task.reward_functions.score(batch)
     elif source == "reward_model":
         if reward_model is None:
             raise UserError("train.reward is 'reward_model' but no reward model was trained or given")

@@ -29,6 +29,7 @@ class RunLogger:
     def __init__(self, run_dir: str | Path, enabled: bool = True):
         self.dir = Path(run_dir)
         self.enabled = enabled
+        self.sinks: list = []  # more receivers of every metrics row, e.g. gcframe.tracking.Tracker (report_to)
         if enabled:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._metrics = open(self.dir / "metrics.jsonl", "a")
@@ -42,6 +43,8 @@ class RunLogger:
         if self.enabled:
             self._metrics.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
             self._metrics.flush()
+            for sink in self.sinks:
+                sink.log(row)
 
     def samples(self, step: int, rows: list[dict]) -> None:
         if self.enabled:
@@ -50,6 +53,9 @@ class RunLogger:
             self._samples.flush()
 
     def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+        self.sinks = []
         if self.enabled:
             self._metrics.close()
             self._samples.close()

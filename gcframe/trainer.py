@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from pathlib import Path
 
 import torch
 from accelerate import Accelerator
@@ -439,7 +440,7 @@ class Trainer:
             self.logger.log(last_eval)
             self.initial_accuracy = last_eval["eval_accuracy"]
         bar = tqdm(range(start, steps), initial=start, total=steps, desc=self.method.name,
-                   disable=not self.show_progress, leave=False)
+                   disable=None if self.show_progress else True, leave=False)  # None: off when not a terminal
         for step in bar:
             try:
                 row, batch = self.train_step(step)
@@ -461,27 +462,22 @@ class Trainer:
             if "reward_mean" in row:
                 post["reward"] = f"{row['reward_mean']:.2f}"
             bar.set_postfix(post)
-        if self.tcfg.save_model:
-            self.save_model(self.logger.dir / "model")
         self.logger.close()
         return {"initial_accuracy": getattr(self, "initial_accuracy", None),
                 "final_accuracy": last_eval["eval_accuracy"], "time_s": self.elapsed, "gen_tokens": self.gen_tokens,
                 "steps": steps}
 
-    def save_model(self, path) -> None:
-        """The policy as one Hugging Face folder (model + tokenizer), written by the main process; under FSDP2 its
-        shards are gathered first (collective: every process calls this)."""
-        from gcframe.modeling import save_model_and_tokenizer
+    def save_model(self, path) -> Path:
+        """The policy as one Hugging Face folder (`final_model.save`: model or LoRA adapter + tokenizer), written by
+        the main process; under FSDP2 its shards are gathered first (collective: every process calls this)."""
+        from gcframe import final_model
 
         policy = self.acc.unwrap_model(self.policy)
         full = sharding.full_state_dict(policy) if self.sharded else None
         if self.acc.is_main_process:
-            if full is None:
-                save_model_and_tokenizer(policy, self.tok, path)
-            else:
-                policy.save_pretrained(path, state_dict=full)
-                self.tok.save_pretrained(path)
+            path = final_model.save(policy, self.tok, path, self.ctx.base_dir, state_dict=full)
         self.acc.wait_for_everyone()
+        return Path(path)
 
     def _sample_rows(self, batch: Batch) -> list[dict]:
         out = []

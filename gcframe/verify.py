@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from gcframe.engine import aggregate, token_logprobs, weighted_mle_loss
+from gcframe.errors import cli_entry
 
 TOLERANCE = 1e-5
 TEXTBOOK: dict[str, Callable] = {}
@@ -243,6 +244,7 @@ def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: 
     }
 
 
+@cli_entry
 def main(argv=None) -> int:
     from accelerate import Accelerator
 
@@ -251,7 +253,13 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(description="Check ∇(−GC·log π) = ∇(textbook loss) for every method.")
     p.add_argument("--methods", help="comma-separated names (default: all registered)")
+    p.add_argument("--methods-from", action="append", metavar="FILE.py", help="import your own method(s) and their "
+                   "@textbook losses from this file first (gcframe.plugins)")
     args = p.parse_args(argv)
+    if args.methods_from:
+        from gcframe.plugins import load
+
+        load(args.methods_from)
     names = args.methods.split(",") if args.methods else [*REGISTRY, *VARIANTS]
     missing = [n for n in names if VARIANTS.get(n, (n,))[0] not in TEXTBOOK]
     cfg, task = pipeline.prepare(_verify_config())
@@ -273,5 +281,7 @@ def main(argv=None) -> int:
     return 0 if ok else 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run the importable gcframe.verify: a plugin's @textbook registers into its TEXTBOOK
+    from gcframe import verify
+
+    sys.exit(verify.main())

@@ -1,4 +1,5 @@
-"""One file per method. Importing this package registers them all (methods.base.REGISTRY)."""
+"""One file per method. Importing this package registers them all (methods.base.REGISTRY), then the methods of
+installed packages (entry-point group `gcframe.methods`); a user's own file comes in through gcframe.plugins."""
 from methods.base import REGISTRY, Method, MethodConfig, get_method, register  # noqa: F401
 from methods import sft  # noqa: F401  (registration order = the order --list-methods prints)
 from methods import rft  # noqa: F401
@@ -8,5 +9,8 @@ from methods import grpo  # noqa: F401
 from methods import grpo_ps  # noqa: F401
 from methods import dpo  # noqa: F401
 from methods import rloo  # noqa: F401
+from gcframe.plugins import load_entry_points  # noqa: E402  (installed packages' methods: entry points gcframe.methods)
+
+load_entry_points()
 
 __all__ = ["REGISTRY", "Method", "MethodConfig", "get_method", "register"]

@@ -71,6 +71,8 @@ class Method:
     """Base class. Subclasses set `Config`, implement `collect` and `coefficients`, and `@register` a name."""
 
     name: ClassVar[str] = "base"
+    description: ClassVar[str] = ""
+    """One line for --list-methods (default: the first line of the method's module docstring)."""
     Config: ClassVar[type[MethodConfig]] = MethodConfig
     uses_reference: ClassVar[bool] = False
     """True: the engine fills batch.data['ref_logp'] [N, T] under the frozen reference π_ref once per batch."""

@@ -50,7 +50,12 @@ CASES = {
     "unknown method": ({}, ["--methods", "nope"], None, ["unknown method 'nope'", "grpo"]),
     "yaml syntax": ("train: [1, 2\n", [], None, ["not valid YAML"]),
     "yaml unreadable": (b"\xff\xfe\x00binary", [], None, ["not valid YAML"]),
-    "yaml type": ({"train": {"steps": "ten"}}, [], None, ["train.steps must be a int", "'ten'"]),
+    "yaml type": ({"train": {"steps": "ten"}}, [], None, ["train.steps must be an integer", "'ten'"]),
+    "yaml type under --quick": ({"train": {"steps": "ten"}}, ["--quick", "--steps", "3"], None,
+                                ["train.steps must be an integer", "'ten'"]),
+    "yaml bool type": ({"model": {"bf16": "yes"}}, [], None, ["model.bf16 must be true or false", "'yes'"]),
+    "empty --methods": ({}, ["--methods", ""], None, ["--methods is empty"]),
+    "model dir without weights": ({}, ["--model", "{tmp}/noweights"], None, ["has config.json but no weights"]),
     "yaml not a mapping": ("- grpo\n- ppo\n", [], None, ["must be a YAML mapping", "got a list"]),
     "invalid value": ({"train": {"lr": -0.1}}, [], None, ["train.lr must be positive"]),
     "invalid method option": ({"methods": {"grpo": {"aggregation": "mean"}}}, [], None,
@@ -106,6 +111,12 @@ def results(tmp_path_factory):
     cfg, task = pipeline.prepare(from_dict(TINY))
     pipeline.sft_base(cfg, task, make_accelerator(), show_progress=False)  # cached once, before the parallel runs
     (tmp / "qa.jsonl").write_text("".join(json.dumps({"question": f"{i}+1?"}) + "\n" for i in range(8)))
+    from gcframe.modeling import ModelConfig, build_char_tokenizer, build_tiny_llama, save_model_and_tokenizer
+
+    tok = build_char_tokenizer()  # a model folder whose weights are missing: config.json and tokenizer only
+    save_model_and_tokenizer(build_tiny_llama(tok, ModelConfig(hidden_size=16, num_layers=1, num_heads=2,
+                                                               intermediate_size=32)), tok, tmp / "noweights")
+    (tmp / "noweights" / "model.safetensors").unlink()
     (tmp / "existing").mkdir()
     (tmp / "existing" / "keep.txt").write_text("results of an earlier run")
     with ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
@@ -135,3 +146,4 @@ def test_bad_input_is_one_line_and_exit_2(results, name):
         assert (tmp / "existing" / "keep.txt").read_text() == "results of an earlier run"
     elif name != "lora without peft":
         assert not out.exists()  # refused before anything was written
+        assert r.stdout == "", r.stdout  # ... or printed as a result

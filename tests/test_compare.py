@@ -20,8 +20,12 @@ def run(*args, cwd=ROOT):
 def test_list_methods_prints_registered_names():
     res = run("--list-methods")
     assert res.returncode == 0
-    names = res.stdout.split()
+    rows = [line.split(None, 1) for line in res.stdout.splitlines()]
+    names = [r[0] for r in rows]
     assert names[0] == "sft" and len(names) == len(set(names))
+    described = dict(rows)  # a one-line description per method, from its module docstring
+    assert described["sft"] == "Supervised fine-tuning: imitate every demonstration equally"
+    assert described["rloo"].startswith("REINFORCE Leave-One-Out (Ahmadian et al. 2024")
 
 
 @pytest.fixture(scope="module")

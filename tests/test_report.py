@@ -220,3 +220,26 @@ def test_trainer_evaluate_with_k_samples(tiny, tmp_path):
     assert res["eval_proxy_reward"] == pytest.approx(0.5)
     assert "eval_kl_ref" not in trainer.evaluate(0, k=0)  # greedy-only evaluations between start and end
     trainer.logger.close()
+
+
+def test_figures_say_which_methods_they_omit_and_why(out):
+    """rft logs no kl_ref (the training panel of reward_vs_kl leaves it out), grpo@beta0 trained on r_φ (shown in
+    overoptimisation.png instead), and an sft run that samples no tokens is missing from the generated-tokens panel."""
+    _write_run(out, "sft", 0, 0.55, kl=False)
+    rows = [json.loads(line) for line in (out / "sft" / "seed0" / "metrics.jsonl").read_text().splitlines()]
+    (out / "sft" / "seed0" / "metrics.jsonl").write_text("".join(json.dumps({**r, "gen_tokens": 0}) + "\n"
+                                                                for r in rows))
+    md = write_report(out).read_text()
+    notes = [ln for ln in md.splitlines() if ln.startswith("- ") and "not shown" in ln]
+    assert "- learning_curves.png, generated-tokens panel: not shown: sft (they sample no tokens" in md
+    assert any(n.startswith("- reward_vs_kl.png, training panel: not shown: rft, sft (no kl_ref") for n in notes)
+    assert any("not shown: grpo@beta0 (trained on r_φ" in n for n in notes)
+    assert len(notes) == 3, notes
+
+
+def test_gc_view_shares_one_colour_scale_by_default():
+    from analysis.report import gc_scales
+
+    methods = {"ppo": {"gc": [[2.0, -1.5], None]}, "grpo": {"gc": [[0.7, -0.7]]}, "none": {"gc": [None]}}
+    assert gc_scales(methods) == {"ppo": 2.0, "grpo": 2.0, "none": 2.0}  # max |GC| over every panel: |2.0|
+    assert gc_scales(methods, shared=False) == {"ppo": 2.0, "grpo": 0.7, "none": 1.0}  # own max; empty -> 1

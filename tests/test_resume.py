@@ -97,6 +97,12 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
         assert rows_without_timing(run / "metrics.jsonl") == rows_without_timing(ref / "metrics.jsonl")
         assert read_jsonl(run / "samples.jsonl") == read_jsonl(ref / "samples.jsonl")
     assert (killed / "summary.csv").read_text().count("\n") == 3  # header + two runs
+    from safetensors.torch import load_file  # the resumed run's final model is the uninterrupted run's, bit for bit
+
+    resumed_w = load_file(killed / "grpo" / "seed1" / "final" / "model.safetensors")
+    full_w = load_file(tmp_path / "full" / "grpo" / "seed1" / "final" / "model.safetensors")
+    assert resumed_w.keys() == full_w.keys() and all(torch.equal(resumed_w[k], full_w[k]) for k in full_w)
+    assert not (killed / "grpo" / "seed1" / "checkpoints").exists()  # finished: pruned
 
 
 def test_resume_refuses_other_flags_and_non_runs(tmp_path):
@@ -141,7 +147,7 @@ def torchrun(script: Path, *args: str) -> list[str]:
 def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
     """The same under train.shard: fsdp2 with 2 processes: sharded checkpoints (torch.distributed.checkpoint, one
     file per process) of PPO's policy, critic and optimisers; kill -9 of the whole process group after one."""
-    config = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "shard": "fsdp2", "save_model": True}}
+    config = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "shard": "fsdp2"}}
     cfg = write_config(tmp_path / "tiny.yaml", config)
     args = ["--config", cfg, "--methods", "ppo", "--seeds", "1", "--no-progress"]
     full = subprocess.run(torchrun(COMPARE, *args, "--out", tmp_path / "full"), capture_output=True, text=True,
@@ -174,6 +180,6 @@ def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
     # the final policy, gathered from the shards into one Hugging Face folder, is the uninterrupted run's
     from gcframe.modeling import load_model_and_tokenizer
 
-    (resumed_model, _), (full_model, _) = (load_model_and_tokenizer(str(d / "model")) for d in (run, ref))
+    (resumed_model, _), (full_model, _) = (load_model_and_tokenizer(str(d / "final")) for d in (run, ref))
     for (name, a), (_, b) in zip(resumed_model.state_dict().items(), full_model.state_dict().items(), strict=True):
         assert torch.equal(a, b), name

@@ -105,6 +105,9 @@ def resolve_model_path(path_or_name: str) -> str:
         if "config.json" not in files:
             raise UserError(f"model directory '{path}' has no config.json: give a Hugging Face model directory "
                             "(config.json + weights), a hub name or a .gguf file")
+        if not any(f.endswith((".safetensors", ".bin", ".safetensors.index.json", ".bin.index.json")) for f in files):
+            raise UserError(f"model directory '{path}' has config.json but no weights (model.safetensors or "
+                            "pytorch_model.bin): save the model with model.save_pretrained(DIR)")
         if not files & {"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json"}:
             raise UserError(f"model directory '{path}' has no tokenizer (tokenizer.json / tokenizer_config.json): "
                             "save the tokenizer beside the model (tokenizer.save_pretrained(DIR))")

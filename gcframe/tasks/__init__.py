@@ -5,6 +5,7 @@
     answers.py     verifiers' reading of text: the last ';' field, free-text final numbers, step rewards
     arithmetic.py  multi-operand addition (synthetic)
     gsm8k.py       GSM8K-format word problems (a local JSONL or a hub dataset)
+    custom.py      a user's own data (task.name: dataset): a local file or load_dataset spec, columns mapped
 
 A task exposes `.prompts` and `.heldout` (columns prompt, answer, steps), `.demos` (+ completion), `verify`,
 `extract_answer` and `step_rewards`; every prompt is already rendered in the task's format.
@@ -15,10 +16,11 @@ from gcframe.errors import UserError
 from gcframe.tasks.answers import extract_field, final_number, normalize_number, step_rewards
 from gcframe.tasks.arithmetic import ArithmeticTask
 from gcframe.tasks.config import PROMPT_FORMATS, TaskConfig
+from gcframe.tasks.custom import DatasetTask
 from gcframe.tasks.formats import PromptFormat, resolve_format
 from gcframe.tasks.gsm8k import GSM8KTask
 
-KNOWN_TASKS = ("arithmetic", "gsm8k")
+KNOWN_TASKS = ("arithmetic", "gsm8k", "dataset")
 extract_answer = extract_field  # the plain arithmetic format's reader (name kept for callers of the first wave)
 
 
@@ -30,9 +32,11 @@ def build_task(cfg: TaskConfig, tok=None) -> ArithmeticTask | GSM8KTask:
         return ArithmeticTask(cfg, fmt)
     if cfg.name == "gsm8k":
         return GSM8KTask(cfg, fmt)
+    if cfg.name == "dataset":
+        return DatasetTask(cfg, fmt)
     raise UserError(f"unknown task {cfg.name!r}; known tasks: {', '.join(KNOWN_TASKS)}")
 
 
-__all__ = ["ArithmeticTask", "GSM8KTask", "KNOWN_TASKS", "PROMPT_FORMATS", "PromptFormat", "TaskConfig",
+__all__ = ["ArithmeticTask", "DatasetTask", "GSM8KTask", "KNOWN_TASKS", "PROMPT_FORMATS", "PromptFormat", "TaskConfig",
            "build_task", "extract_answer", "extract_field", "final_number", "normalize_number", "resolve_format",
            "step_rewards"]

@@ -13,7 +13,8 @@ class TaskConfig:
     """Which task to build and how."""
 
     name: str = "arithmetic"
-    """Task name: "arithmetic" (synthetic multi-operand addition) or "gsm8k"."""
+    """Task name: "arithmetic" (synthetic multi-operand addition), "gsm8k", or "dataset" (your own data: task.path
+    and task.columns, gcframe/tasks/custom.py)."""
     operands: int = 2
     """Arithmetic: number of terms to add (>= 2)."""
     digits: int = 2
@@ -29,7 +30,11 @@ class TaskConfig:
     seed: int = 0
     """Seed for the train/held-out split, demo selection and demo noise."""
     path: str | None = None
-    """GSM8K: a local JSONL file with `question`/`answer` fields, or a hub dataset name (default "openai/gsm8k")."""
+    """GSM8K: a local JSONL file with `question`/`answer` fields, or a hub dataset name (default "openai/gsm8k").
+    dataset: a local .jsonl/.json/.csv/.parquet file, a dataset folder, or a load_dataset name ("name:config")."""
+    columns: dict | None = None
+    """dataset: which column holds what, e.g. {prompt: q, answer: a, completion: solution} (completion, the SFT
+    demonstration, defaults to the answer); unmapped roles use the column of the same name."""
 
     prompt_format: str = "auto"
     """How a prompt is shown to the model: "plain" (the task's text as is, after <bos>: "12+34="), "chat" (a

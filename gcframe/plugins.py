@@ -1,0 +1,99 @@
+"""Methods from outside the package: a user's own file, or an installed package's entry point.
+
+    python experiments/compare.py --methods-from my_methods.py --methods sft,reinforce
+    python -m gcframe.verify --methods-from my_methods.py
+
+    # an installed package declares its modules in its pyproject.toml; gcframe imports them when `methods` is imported
+    [project.entry-points."gcframe.methods"]
+    reinforce = "my_package.reinforce"
+
+A plugin registers its method with `methods.register` and its textbook loss with `gcframe.verify.textbook`, exactly
+as the built-in methods do (README "Adding a method"); importing it is all gcframe does, so nothing in gcframe is
+edited. Import errors, a missing file and a file that registers nothing are one-line UserErrors.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from gcframe.errors import UserError
+
+ENTRY_POINT_GROUP = "gcframe.methods"
+_modules: dict = {}  # resolved path -> the imported module
+_loaded: dict[str, list[str]] = {}  # resolved path -> the method names it registered
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def import_file(path: str | Path, flag: str = "--methods-from"):
+    """Import a user's Python file once per process (its folder first on sys.path, so that it may import its
+    neighbours) -> the module. `flag` names the option in error messages."""
+    p = Path(path).expanduser()
+    if not p.is_file() or p.suffix != ".py":
+        raise UserError(f"{flag}: '{path}' is not a Python file: give the path of a .py file")
+    key = str(p.resolve())
+    if key in _modules:
+        return _modules[key]
+    name = f"gcframe_user_{p.stem}"  # in sys.modules before it runs: dataclasses and pickle look it up there
+    spec = importlib.util.spec_from_file_location(name, p)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(p.resolve().parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 — the user's code: a SyntaxError, an ImportError, a name registered twice
+        del sys.modules[name]
+        raise UserError(f"{flag}: '{path}' failed to import ({_first_line(e)}): fix the file") from None
+    finally:
+        sys.path.remove(str(p.resolve().parent))
+    _modules[key] = module
+    return module
+
+
+def load_file(path: str | Path, flag: str = "--methods-from") -> list[str]:
+    """Import a user's method file (`import_file`) -> the method names it registered."""
+    from methods.base import REGISTRY
+
+    key = str(Path(path).expanduser().resolve())
+    if key in _loaded:
+        return _loaded[key]
+    before = set(REGISTRY)
+    import_file(path, flag)
+    new = [n for n in REGISTRY if n not in before]
+    if not new:
+        raise UserError(f"{flag}: '{path}' registers no method: decorate a Method subclass with @register(\"name\") "
+                        "(README 'Adding a method')")
+    _loaded[key] = new
+    return new
+
+
+def load(paths) -> list[str]:
+    """`load_file` for each of `paths` (None, one path, or a list) -> every method name they registered."""
+    if not paths:
+        return []
+    return [n for p in ([paths] if isinstance(paths, (str, Path)) else paths) for n in load_file(p)]
+
+
+def load_entry_points() -> list[str]:
+    """Import every module of the `gcframe.methods` entry-point group (installed packages) -> their names."""
+    names = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            ep.load()
+        except Exception as e:  # noqa: BLE001
+            raise UserError(f"entry point '{ep.name} = {ep.value}' of group {ENTRY_POINT_GROUP} failed to import "
+                            f"({_first_line(e)}): fix or uninstall that package") from None
+        names.append(ep.name)
+    return names
+
+
+def describe(cls) -> str:
+    """A method's one-line description: its `description`, else the first line of its module's docstring."""
+    text = getattr(cls, "description", "") or (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "")
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line.removesuffix(".")

@@ -1,0 +1,132 @@
+"""A user's own data: a local JSONL/JSON/CSV/Parquet file, a local dataset folder or any `datasets.load_dataset`
+spec, with the column names mapped in the config.
+
+    task:
+      name: dataset
+      path: data/qa.csv                 # or data/qa.jsonl, data/qa.parquet, a folder, "openai/gsm8k:main" (name:config)
+      columns: {prompt: q, answer: a}   # which column holds what; optional: completion (the SFT demonstration,
+                                        # default: the answer itself)
+
+The prompt column is the question as the model should see it: in the plain format it is the prompt text as is
+(e.g. "12+34="), in the chat format the user turn, rendered through the same PromptFormat as the built-in tasks.
+A dataset with 'train' and 'test' splits takes its held-out rows from 'test'; one split is divided by a seeded
+permutation (held-out rows first). Verifier: a numeric answer is compared with the completion's final number
+(`answers.final_number`: after '####', in \\boxed{}, else the last number), any other answer with the stripped
+completion; one outcome step for process supervision. Rewards of your own: train.reward_funcs (gcframe.reward_funcs).
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import datasets
+
+from gcframe.errors import UserError
+from gcframe.tasks.answers import final_number, normalize_number
+from gcframe.tasks.config import TaskConfig
+from gcframe.tasks.formats import PromptFormat
+
+ROLES = ("prompt", "answer", "completion")
+"""What a mapped column may hold (`task.columns` keys)."""
+BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+"""Local file suffix -> the `datasets` builder that reads it."""
+
+
+def load_splits(path: str) -> tuple[datasets.Dataset, datasets.Dataset | None]:
+    """(training rows, held-out rows or None) of a local file / folder / load_dataset spec."""
+    suffix = os.path.splitext(path)[1].lower()
+    if os.path.isfile(path):
+        if suffix not in BUILDERS:
+            raise UserError(f"task.path '{path}' is a {suffix or 'suffix-less'} file: give a .jsonl, .json, .csv or "
+                            ".parquet file, a dataset folder or a datasets.load_dataset name")
+        args, kwargs = (BUILDERS[suffix],), {"data_files": path}
+    elif suffix in BUILDERS:
+        raise UserError(f"task.path '{path}' not found: give the path of your data file")
+    else:  # a folder or a hub spec "name" / "name:config"
+        name, _, config = path.partition(":") if not os.path.isdir(path) else (path, "", "")
+        args, kwargs = ((name, config) if config else (name,)), {}
+    try:
+        data = datasets.load_dataset(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 — malformed files, unknown names, no network
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise UserError(f"could not load task.path '{path}' ({type(e).__name__}: {first}): give a readable local "
+                        "file or a dataset name datasets.load_dataset knows") from None
+    if "train" in data and "test" in data:
+        return data["train"], data["test"]
+    return data[next(iter(data))], None
+
+
+class DatasetTask:
+    """Rows of a user's dataset, columns mapped by `task.columns`; `.prompts`, `.heldout` (prompt, answer, steps),
+    `.demos` (+ completion), `verify`, `extract_answer`, `step_rewards` like every task."""
+
+    def __init__(self, cfg: TaskConfig, fmt: PromptFormat | None = None):
+        cfg.validate()
+        self.cfg, self.fmt = cfg, fmt or PromptFormat()
+        if not cfg.path:
+            raise UserError("task.name is dataset but task.path is empty: give a data file or a dataset name")
+        self.columns = self._columns(cfg.columns)
+        train, test = load_splits(cfg.path)
+        rng = random.Random(f"split-{cfg.seed}")
+        train = self._rows(train, cfg.path)
+        train = rng.sample(train, len(train))
+        if test is None:
+            test, train = train[: cfg.n_heldout], train[cfg.n_heldout:]
+        else:
+            test = self._rows(test, f"{cfg.path} (test split)")
+            test = rng.sample(test, min(cfg.n_heldout, len(test)))
+        if len(test) < cfg.n_heldout or len(train) < cfg.n_demos:
+            raise UserError(f"{cfg.path} has too few rows for task.n_heldout={cfg.n_heldout} held-out plus "
+                            f"task.n_demos={cfg.n_demos} training rows: lower them or use more data")
+        self.heldout = datasets.Dataset.from_list([self._example(r) for r in test])
+        self.prompts = datasets.Dataset.from_list([self._example(r) for r in train])
+        self.demos = datasets.Dataset.from_list([self._example(r, with_completion=True) for r in train[: cfg.n_demos]])
+        self.longest_completion = max((r["completion"] for r in train), key=len)
+        self.max_completion_chars = len(self.longest_completion)
+
+    @staticmethod
+    def _columns(mapping) -> dict[str, str]:
+        if mapping is None:
+            mapping = {}
+        if not isinstance(mapping, dict) or not all(isinstance(v, str) for v in mapping.values()):
+            raise UserError(f"task.columns must map roles to column names, e.g. {{prompt: q, answer: a}}, got "
+                            f"{mapping!r}")
+        unknown = sorted(set(mapping) - set(ROLES))
+        if unknown:
+            raise UserError(f"task.columns: unknown role(s) {', '.join(unknown)}: the roles are {', '.join(ROLES)}")
+        return {"prompt": "prompt", "answer": "answer", **mapping}
+
+    def _rows(self, ds: datasets.Dataset, where: str) -> list[dict]:
+        """{question, answer, completion} per row, from the mapped columns."""
+        c = self.columns
+        need = [c["prompt"], c["answer"]] + ([c["completion"]] if "completion" in c else [])
+        missing = [col for col in need if col not in ds.column_names]
+        if missing:
+            raise UserError(f"{where} lacks column(s) {', '.join(missing)} (it has {', '.join(ds.column_names)}): "
+                            "map yours with task.columns, e.g. {prompt: question, answer: solution}")
+        completions = ds[c["completion"] if "completion" in c else c["answer"]]  # the SFT demonstrations
+        return [{"question": str(q), "answer": str(a).strip(), "completion": str(o)}
+                for q, a, o in zip(ds[c["prompt"]], ds[c["answer"]], completions)]
+
+    def _example(self, row: dict, with_completion: bool = False) -> dict:
+        out = {"prompt": self.fmt.render(row["question"], row["question"]), "answer": row["answer"],
+               "steps": [row["answer"]]}
+        if with_completion:
+            out["completion"] = row["completion"]
+        return out
+
+    def extract_answer(self, completion: str) -> str | None:
+        return final_number(completion)
+
+    def verify(self, completion: str, answer: str) -> bool:
+        """A numeric answer: the completion's final number equals it; other answers: the stripped texts are equal."""
+        gold = normalize_number(answer)
+        if final_number(gold) == gold:  # the answer is a number
+            return final_number(completion) == gold
+        return completion.strip() == answer.strip()
+
+    def step_rewards(self, completion: str, steps: list[str]) -> list[tuple[int, float]]:
+        """One step: the whole completion, scored by the outcome verifier."""
+        if not completion:
+            return []
+        return [(len(completion), 1.0 if self.verify(completion, steps[-1] if steps else "") else 0.0)]

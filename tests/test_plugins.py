@@ -1,0 +1,108 @@
+"""A method kept outside the package (the README's complete `my_methods.py`, run from a folder outside the
+repository): --list-methods, compare.py, the report and gcframe.verify pick it up with no edit to gcframe; a wrong GC
+in such a file is caught by its own textbook loss; an installed package's entry point registers its method too."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.test_resume import COMPARE, ROOT, TINY_CONFIG
+
+
+def readme_method_file() -> str:
+    """The first Python block of the README's "Adding a method" section."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Adding a method"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def run(*args, cwd: Path, pythonpath: str = str(ROOT), timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath}
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def user_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("user")  # outside the repository
+    assert ROOT not in d.parents
+    (d / "my_methods.py").write_text(readme_method_file())
+    return d
+
+
+def test_list_methods_shows_the_user_method(user_dir):
+    r = run(COMPARE, "--methods-from", "my_methods.py", "--list-methods", cwd=user_dir)
+    assert r.returncode == 0, r.stderr
+    lines = dict(line.split(None, 1) for line in r.stdout.splitlines())
+    assert lines["reinforce"].strip() == "REINFORCE with a batch-mean baseline (Williams 1992)"
+    assert list(lines)[:2] == ["sft", "rft"] and "grpo" in lines
+
+
+def test_verify_proves_the_user_method(user_dir):
+    r = run("-m", "gcframe.verify", "--methods-from", "my_methods.py", "--methods", "reinforce", cwd=user_dir,
+            timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    row = next(line for line in r.stdout.splitlines() if line.startswith("reinforce"))
+    assert float(row.split()[1]) <= 1e-5  # max rel diff of engine vs textbook gradient
+
+
+def test_verify_catches_a_wrong_user_gc(user_dir):
+    """The same file with GC = 2·(r − b): its own textbook loss no longer matches, verify exits 1."""
+    wrong = readme_method_file().replace('@register("reinforce")', '@register("reinforce_x2")').replace(
+        '@textbook("reinforce")', '@textbook("reinforce_x2")').replace(
+        'return batch.data["advantages"].unsqueeze(1)', 'return 2 * batch.data["advantages"].unsqueeze(1)')
+    assert wrong.count("reinforce_x2") == 2 and "return 2 *" in wrong
+    (user_dir / "wrong_methods.py").write_text(wrong)
+    r = run("-m", "gcframe.verify", "--methods-from", "wrong_methods.py", "--methods", "reinforce_x2",
+            cwd=user_dir, timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "FAIL" in r.stdout
+
+
+def test_compare_and_report_run_the_user_method(user_dir):
+    cfg = user_dir / "tiny.yaml"
+    cfg.write_text(yaml.safe_dump(TINY_CONFIG))
+    out = user_dir / "out"
+    r = run(COMPARE, "--config", cfg, "--methods-from", "my_methods.py", "--methods", "sft,reinforce",
+            "--out", out, "--no-progress", cwd=user_dir)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert list(pd.read_csv(out / "summary.csv")["method"]) == ["sft", "reinforce"]
+    rows = [yaml.safe_load(line) for line in (out / "reinforce" / "seed0" / "metrics.jsonl").read_text().splitlines()]
+    assert any("adv_abs_mean" in row for row in rows)  # the method's own record() reached the log
+    assert "reinforce" in (out / "report" / "summary.md").read_text()
+    assert yaml.safe_load((out / "config.yaml").read_text())["methods_from"] == [str(user_dir / "my_methods.py")]
+
+
+@pytest.mark.parametrize("content, words", [
+    (None, "is not a Python file"),
+    ("def broken(:\n", "failed to import (SyntaxError"),
+    ("import torch\n", "registers no method"),
+])
+def test_a_bad_method_file_is_one_line(tmp_path, content, words):
+    if content is not None:
+        (tmp_path / "m.py").write_text(content)
+    r = run(COMPARE, "--methods-from", "m.py", "--list-methods", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and words in r.stderr, r.stderr
+
+
+def test_an_entry_point_registers_a_method(user_dir, tmp_path):
+    """An installed package: a dist-info with a `gcframe.methods` entry point on the path is enough."""
+    site = tmp_path / "site"
+    (site / "my_pkg").mkdir(parents=True)
+    (site / "my_pkg" / "__init__.py").write_text("")
+    (site / "my_pkg" / "reinforce.py").write_text(readme_method_file())
+    info = site / "my_pkg-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-pkg\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[gcframe.methods]\nreinforce = my_pkg.reinforce\n")
+    r = run(COMPARE, "--list-methods", cwd=tmp_path, pythonpath=f"{ROOT}{os.pathsep}{site}")
+    assert r.returncode == 0, r.stderr
+    assert any(line.split()[0] == "reinforce" for line in r.stdout.splitlines())

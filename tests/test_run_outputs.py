@@ -1,0 +1,123 @@
+"""What a finished run leaves: RUN/final, a Hugging Face folder that from_pretrained loads (LoRA: the adapter, and
+MERGE.md's recipe merges it), no checkpoints unless train.keep_checkpoints; and train.report_to tensorboard, whose
+scalars (read back with tensorboard's own event reader) are the rows of metrics.jsonl."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import yaml
+
+from gcframe import pipeline
+from gcframe.config import from_dict
+from gcframe.modeling import load_model_and_tokenizer
+from gcframe.runlog import cache_root, read_jsonl
+from tests.test_resume import TINY_CONFIG, run_cli, write_config
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    """grpo, 4 steps, a checkpoint at step 2, TensorBoard on."""
+    tmp = tmp_path_factory.mktemp("outputs")
+    cfg = write_config(tmp / "tiny.yaml")
+    r = run_cli("--config", cfg, "--methods", "grpo", "--report-to", "tensorboard", "--out", tmp / "out",
+                timeout=300)  # progress bars on, but stderr is a pipe, not a terminal
+    assert r.returncode == 0, r.stderr[-3000:]
+    return tmp / "out", r
+
+
+def test_no_progress_bars_on_a_redirected_stderr(full_run):
+    _, r = full_run
+    assert "it/s" not in r.stderr and "\r" not in r.stderr and "%|" not in r.stderr, r.stderr[-2000:]
+    assert "grpo seed 0: held-out accuracy" in r.stdout  # the result lines still come
+
+
+def _greedy(model, tok, prompt: str) -> str:
+    ids = tok(tok.bos_token + prompt, return_tensors="pt", add_special_tokens=False)
+    out = model.generate(**ids, max_new_tokens=4, do_sample=False, pad_token_id=tok.pad_token_id)
+    return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+def test_final_model_loads_and_checkpoints_are_gone(full_run):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    run = full_run[0] / "grpo" / "seed0"
+    assert not (run / "checkpoints").exists()  # checkpoint_every 2 wrote step-000002; finishing removed it
+    model = AutoModelForCausalLM.from_pretrained(run / "final")
+    tok = AutoTokenizer.from_pretrained(run / "final")
+    cfg, _ = pipeline.prepare(from_dict(TINY_CONFIG))
+    base, _ = load_model_and_tokenizer(str(cache_root() / "sft_base" / pipeline.base_key(cfg)))  # the SFT base
+    diffs = [float((p - q).abs().max()) for p, q in zip(model.state_dict().values(), base.state_dict().values())]
+    assert max(diffs) > 0  # trained: not the SFT base
+    assert len(_greedy(model, tok, "1+2=")) > 0
+
+
+def test_final_model_is_the_final_policy(full_run):
+    """Its greedy held-out accuracy, recomputed from RUN/final alone, is the run's last logged eval_accuracy."""
+    from gcframe.evaluate import evaluate
+    from gcframe.sampling import GenerationConfig, Generator
+
+    out = full_run[0]
+    cfg, task = pipeline.prepare(from_dict(TINY_CONFIG))
+    model, tok = load_model_and_tokenizer(str(out / "grpo" / "seed0" / "final"))
+    rows = [task.heldout[i] for i in range(min(cfg.train.eval_size, len(task.heldout)))]
+    counts = evaluate(model.eval(), Generator(tok, GenerationConfig(cfg.train.max_new_tokens, cfg.train.temperature)),
+                      task, rows)
+    last = [r for r in read_jsonl(out / "grpo" / "seed0" / "metrics.jsonl") if "eval_accuracy" in r][-1]
+    assert last["step"] == cfg.train.steps
+    assert counts["greedy_correct"] / counts["n"] == last["eval_accuracy"]
+
+
+def test_tensorboard_scalars_are_the_metrics_rows(full_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = full_run[0]
+    acc = EventAccumulator(str(out / "tensorboard" / "grpo" / "seed0"))
+    acc.Reload()
+    rows = read_jsonl(out / "grpo" / "seed0" / "metrics.jsonl")
+    for key in ("loss", "reward_mean", "eval_accuracy"):
+        logged = {r["step"]: r[key] for r in rows if r.get(key) is not None}
+        events = {e.step: e.value for e in acc.Scalars(key)}
+        assert set(events) == set(logged) and logged, key  # loss: steps 0..3; eval_accuracy: steps 0, 2, 4
+        assert all(math.isclose(events[s], v, rel_tol=1e-6, abs_tol=1e-7) for s, v in logged.items()), key
+
+
+def test_lora_run_keeps_the_adapter_and_checkpoints_when_asked(tmp_path):
+    pytest.importorskip("peft")
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    config = {**TINY_CONFIG, "model": {**TINY_CONFIG["model"], "lora_rank": 2},
+              "train": {**TINY_CONFIG["train"], "keep_checkpoints": True, "lr": 0.01}}
+    cfg = write_config(tmp_path / "lora.yaml", config)
+    r = run_cli("--config", cfg, "--methods", "sft", "--out", tmp_path / "out", "--no-progress", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = tmp_path / "out" / "sft" / "seed0"
+    assert (run / "checkpoints" / "step-000002" / "state.pt").is_file()  # kept
+    final = run / "final"
+    assert (final / "adapter_config.json").is_file() and not (final / "model.safetensors").exists()
+    note = (final / "MERGE.md").read_text()
+    base_path = note.split("trained on top of the base model `")[1].split("`")[0]
+    base = AutoModelForCausalLM.from_pretrained(base_path)
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    merged = PeftModel.from_pretrained(base, final).merge_and_unload()  # MERGE.md's recipe
+    after = merged.state_dict()
+    assert set(after) == set(before)  # a plain model again: no lora_A / lora_B left
+    assert max(float((after[k] - before[k]).abs().max()) for k in before) > 0  # the adapter changed weights
+    assert torch.isfinite(torch.cat([v.flatten() for v in after.values()])).all()
+
+
+def test_report_to_names_are_checked_before_anything_runs(monkeypatch):
+    import importlib.util
+
+    from gcframe import tracking
+    from gcframe.errors import UserError
+
+    assert tracking.names("") == [] and tracking.names("none") == [] and tracking.names(" tensorboard ") == ["tensorboard"]
+    with pytest.raises(UserError, match="unknown tracker 'tensorbord': choose from tensorboard, wandb, trackio"):
+        tracking.names("tensorbord")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "wandb" else real(n, *a))
+    with pytest.raises(UserError, match=r"needs the wandb package: pip install 'gcframe\[wandb\]'"):
+        tracking.names("tensorboard,wandb")
