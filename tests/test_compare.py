@@ -68,7 +68,7 @@ def test_existing_out_is_not_overwritten(quick_sft):
     (["--methods", "nope"], "known methods are sft"),
     (["--steps", "0"], "train.steps must be positive"),
     (["--seeds", "a,b"], "--seeds"),
-    (["--model", "/no/such/model"], "does not exist"),
+    (["--model", "/no/such/model"], "not found"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
     res = run(*args, "--quick", "--out", str(tmp_path / "o"))
