@@ -71,6 +71,8 @@ class Runs:
         self.notes: list[str] = []  # what a figure leaves out and why (drawn in the figure, listed in summary.md)
         any_cfg = next(iter(self.configs.values()), {}) or {}
         self.k = (any_cfg.get("train") or {}).get("eval_k", "k")
+        pretrained = bool((any_cfg.get("model") or {}).get("path"))  # a loaded model is its own base: no stage 1
+        self.base_label = "base model" if pretrained else "SFT base"
 
     def omitted(self, ax, figure: str, shown, reason: str) -> list[str]:
         """Say in the panel (and in summary.md) which methods it does not show, and why."""
@@ -120,7 +122,7 @@ def summary_rows(runs: Runs) -> list[dict]:
     out = []
     start = runs.start_eval()
     if len(start):
-        out.append({"method": "SFT base (step 0)", "seeds": "–",  # greedy: the same for every seed
+        out.append({"method": f"{runs.base_label} (step 0)", "seeds": "–",  # greedy: the same for every seed
                     "accuracy": _mean(start, "eval_accuracy"),
                     f"maj@{k}": _mean(start, "eval_majk"), f"pass@{k}": _mean(start, "eval_passk"),
                     "pass@1": _mean(start, "eval_pass1"), "KL to ref": "0", "train time (s)": "–",
@@ -239,7 +241,7 @@ def fig_learning_curves(runs: Runs, path: Path) -> Path:
             ax.scatter(ends[x], ends["eval_accuracy"], c=[runs.palette[m] for m in ends["method"]], s=12, zorder=3)
         base = runs.start_eval()["eval_accuracy"]
         if len(base):
-            ax.axhline(base.mean(), color="grey", ls=":", lw=1, label="SFT base" if ax is axes[0] else None)
+            ax.axhline(base.mean(), color="grey", ls=":", lw=1, label=runs.base_label if ax is axes[0] else None)
         ax.set_xlabel(label)
         ax.set_ylabel("held-out accuracy (greedy)")
     if axes[0].get_legend_handles_labels()[0]:
@@ -282,7 +284,7 @@ def fig_reward_kl(runs: Runs, path: Path) -> Path:
                  "no held-out KL: train.eval_k = 0 or the run has not finished")
     base = runs.start_eval()["eval_accuracy"]
     if len(base):
-        ax.plot([0], [base.mean()], "k*", ms=10, label="SFT base")
+        ax.plot([0], [base.mean()], "k*", ms=10, label=runs.base_label)
         ax.legend(fontsize=7)
     ax.set(xlabel="KL to π_ref (k3, per token, held-out samples)", ylabel="held-out accuracy (greedy)",
            title="End of training (one dot per seed)")
@@ -430,7 +432,7 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
           "process's during the run, and in brackets the run's own growth above what the process held when it "
           "started (its models, optimiser state, and the activations of training and evaluation).\n",
           markdown_table(summary_rows(runs)),
-          "\n## Change from the SFT base\n",
+          f"\n## Change from the {runs.base_label}\n",
           f"DeepSeekMath §5.2.2 (Fig. 7) finds that RL raises maj@K but not pass@K: it makes the output "
           f"distribution more robust rather than adding capability. Compare the Δ maj@{k} and Δ pass@{k} "
           "columns (mean over seeds, end of training minus step 0).\n",
