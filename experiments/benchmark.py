@@ -537,7 +537,7 @@ def run(args) -> dict:
 
             rp = benchmark_real.QUICK if args.quick else benchmark_real.FULL
             if args.steps:
-                rp = replace(rp, warmup=0, steps=args.steps, limit_rounds=1, trl_steps=args.steps,
+                rp = replace(rp, warmup=0, steps=args.steps, limit_rounds=1, trl_warmup=0, trl_steps=args.steps,
                              trl=tuple((m, s, 1) for m, s, _ in rp.trl))
             res["real"] = benchmark_real.run_real(args, rp, say, t_start, tmp)
     res["machine"]["load_avg_end"] = os.getloadavg()

@@ -48,16 +48,17 @@ class RealPlan:
     steps: int  # timed steps
     limit_rounds: int  # rounds of (essential passes, one more timed step)
     trl: tuple  # (method, size name, alternated run pairs) side by side with TRL
-    trl_steps: int  # timed steps per run (after warmup + 1 untimed ones)
+    trl_warmup: int  # untimed steps per TRL-comparison run, besides the first
+    trl_steps: int  # timed steps per TRL-comparison run
     options: tuple  # OPTIONS measured for GRPO besides fp32 (the methods' GRPO row)
 
 
 QUICK = RealPlan(methods=("grpo", "ppo"), warmup=1, steps=1, limit_rounds=1, trl=(("grpo", "real", 1),),
-                 trl_steps=2, options=())
+                 trl_warmup=0, trl_steps=2, options=())
 FULL = RealPlan(methods=None, warmup=1, steps=2, limit_rounds=1,
                 trl=(("grpo", "real", 2), ("grpo", "real-g4", 1), ("grpo", "real-g16", 1), ("rloo", "real", 1),
                      ("dpo", "real", 1)),
-                trl_steps=2, options=("bf16", "lora", "grad_ckpt"))
+                trl_warmup=1, trl_steps=2, options=("bf16", "lora", "grad_ckpt"))
 
 
 # -- the model -------------------------------------------------------------------------------------------------
@@ -130,7 +131,7 @@ def run_real(args, plan: RealPlan, say, t_start: float, tmp: str) -> dict:
     if args.trl:
         for method, size, rounds in plan.trl:
             say(f"[{time.perf_counter() - t_start:5.0f}s] {size:>7} {method} vs TRL ({rounds} run pairs)")
-            out["vs_trl"].setdefault(size, {})[method] = compare_one(method, size, base, rounds, plan.warmup,
+            out["vs_trl"].setdefault(size, {})[method] = compare_one(method, size, base, rounds, plan.trl_warmup,
                                                                      plan.trl_steps, args.threads)
     out["ratios"] = ratios(out)
     return out
