@@ -616,9 +616,12 @@ def parse_args(argv=None):
                    help="require the TRL side by side (it runs whenever TRL is installed): exit 2 if TRL is missing")
     p.add_argument("--no-trl", action="store_true", help="skip the TRL side by side even where TRL is installed")
     p.add_argument("--out", help="write the results as JSON here")
-    p.add_argument("--methods", help="comma-separated methods (default: the plan's)")
+    p.add_argument("--methods", help="comma-separated methods (default: the plan's); the real size's TRL comparisons "
+                                     "also take method@size, e.g. grpo@real-g16")
     p.add_argument("--sizes", help="comma-separated sizes: small,compute (default: both), and the opt-in real "
                                    "(SmolLM2-135M-Instruct, experiments/benchmark_real.py)")
+    p.add_argument("--parts", help="real size only: comma-separated parts to measure: methods,options,trl "
+                                   "(default all)")
     p.add_argument("--steps", type=int, help="timed steps of every measurement, no warm-up (a smoke run)")
     p.add_argument("--threads", type=int, default=1,
                    help="intra-op threads per process (default 1: the machine is shared, and one thread per process "

@@ -33,6 +33,7 @@ SMOLLM2_CONFIG = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers
                       rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
 """SmolLM2-135M's architecture (the converted GGUF's config.json), for the random stand-in."""
 
+PARTS = ("methods", "options", "trl")  # --parts: what a run measures (default all)
 OPTIONS = {  # GRPO under each of `model:`'s options (gcframe.config.ModelSection); "fp32" is the plain run
     "fp32": {},
     "bf16": {"bf16": True},
@@ -120,16 +121,20 @@ def run_real(args, plan: RealPlan, say, t_start: float, tmp: str) -> dict:
                       "sizes": {s: asdict(v) for s, v in ALL_SIZES.items() if v.model}},
            "methods": {}, "vs_trl": {}, "options": {}}
     one = {"warmup": plan.warmup, "steps": plan.steps, "limit_rounds": plan.limit_rounds}
-    names = [m for m in (args.methods.split(",") if args.methods else plan.methods or list(REGISTRY))]
+    parts = set((getattr(args, "parts", None) or ",".join(PARTS)).split(","))
+    wanted = args.methods.split(",") if args.methods else None  # "grpo" or, for one TRL comparison, "grpo@real-g4"
+    names = [m for m in wanted or plan.methods or list(REGISTRY) if "@" not in m] if "methods" in parts else []
     for name in names:
         say(f"[{time.perf_counter() - t_start:5.0f}s]    real {name}")
         out["methods"][name] = isolated(measure_method, name, "real", base, one, args.threads)
-    for opt in plan.options:
+    for opt in plan.options if "options" in parts else ():
         say(f"[{time.perf_counter() - t_start:5.0f}s]    real grpo, {opt}")
         out["options"][opt] = isolated(measure_method, "grpo", "real", base, {**one, "limit_rounds": 0},
                                        args.threads, None, None, OPTIONS[opt])
-    if args.trl:
+    if args.trl and "trl" in parts:
         for method, size, rounds in plan.trl:
+            if wanted and method not in wanted and f"{method}@{size}" not in wanted:
+                continue
             say(f"[{time.perf_counter() - t_start:5.0f}s] {size:>7} {method} vs TRL ({rounds} run pairs)")
             out["vs_trl"].setdefault(size, {})[method] = compare_one(method, size, base, rounds, plan.trl_warmup,
                                                                      plan.trl_steps, args.threads)
@@ -163,25 +168,27 @@ def _f(v, fmt="{:.2f}"):
 
 def table(out: dict) -> str:
     c = out["config"]
-    lines = [f"real size: {c['model']} ({c['params'] / 1e6:.1f}M parameters, {c['prompt_tokens']}-token prompts)",
-             "  method      step_s    gen  score  collect+  ref/old+prep  policy_upd  critic_upd  other  gen_tok/s"
-             "  peak_MiB    +MiB  limit"]
+    lines = [f"real size: {c['model']} ({c['params'] / 1e6:.1f}M parameters, {c['prompt_tokens']}-token prompts)"]
+    rows = [["method", "step_s", "gen", "score", "collect+", "ref/old+prep", "policy_upd", "critic_upd", "other",
+             "gen_tok/s", "peak_MiB", "+MiB", "limit"]]
     for name, v in out["methods"].items():
         ph = v["phases_s"]
-        cells = [ph[k] for k in ("generate", "score", "collect_other", "ref_old_logprobs_prepare", "policy_update",
-                                 "critic_update", "other")]
-        lines.append(f"  {name:<10} {v['step_s']:7.2f} " + " ".join(f"{x:6.2f}" for x in cells) +
-                     f"  {_f(v['gen_tokens_per_s'], '{:9.0f}')}  {v['peak_rss_mb']:8.0f}  "
-                     f"{v['peak_rss_increase_mb']:6.0f}  {_f(v.get('limit_ratio'))}")
+        rows.append([name, _f(v["step_s"])] + [_f(ph[k]) for k in ("generate", "score", "collect_other",
+                                                                    "ref_old_logprobs_prepare", "policy_update",
+                                                                    "critic_update", "other")]
+                    + [_f(v["gen_tokens_per_s"], "{:.0f}"), _f(v["peak_rss_mb"], "{:.0f}"),
+                       _f(v["peak_rss_increase_mb"], "{:.0f}"), _f(v.get("limit_ratio"))])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines += ["  " + "  ".join(x.rjust(w) for x, w in zip(row, widths)) for row in rows]
     r = out["ratios"]
     if "grpo_vs_ppo" in r:
         g = r["grpo_vs_ppo"]
         lines.append(f"  GRPO / PPO: peak memory {_f(g['peak_memory'])} above baseline (target <= 0.6; total RSS "
                      f"{_f(g['peak_rss_total'])}), step time {_f(g['step_time'])}")
     for k, v in out["options"].items():
-        lines.append(f"  grpo {k:<9}: step {v['step_s']:.2f} s ({_f(r['options'][k]['step_time'])} of fp32), peak "
-                     f"{v['peak_rss_increase_mb']:.0f} MiB above baseline ({_f(r['options'][k]['peak_memory'])} of "
-                     "fp32)")
+        rel = r.get("options", {}).get(k, {})  # against the methods' fp32 GRPO row, where it was measured
+        lines.append(f"  grpo {k:<9}: step {v['step_s']:.2f} s ({_f(rel.get('step_time'))} of fp32), peak "
+                     f"{v['peak_rss_increase_mb']:.0f} MiB above baseline ({_f(rel.get('peak_memory'))} of fp32)")
     for s, d in out["vs_trl"].items():
         for m, v in d.items():
             if v.get("ratio") is None:
