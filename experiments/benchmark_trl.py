@@ -18,7 +18,7 @@ import io
 import tempfile
 import time
 
-from experiments.benchmark import (LR, SIZES, isolated, measure_method, median, offline_rows, ratio, run_config,
+from experiments.benchmark import (LR, ALL_SIZES, isolated, measure_method, median, offline_rows, ratio, run_config,
                                    setup_process, task_of)
 
 METHODS = ("grpo", "rloo", "dpo", "sft")
@@ -40,9 +40,9 @@ def trl_trainer(method: str, size_name: str, base_dir: str, out_dir: str, max_st
 
     from gcframe.modeling import load_model_and_tokenizer
 
-    size = SIZES[size_name]
+    size = ALL_SIZES[size_name]
     n = size.prompts * size.group  # sequences per step, as in the project (B·G)
-    task = task_of(run_config(size, 1))
+    task = task_of(run_config(size, 1), base_dir)  # chat prompts already rendered: TRL adds no <bos> to a string
     model, tok = load_model_and_tokenizer(base_dir)
     common = dict(output_dir=out_dir, use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False,
                   gradient_checkpointing=False, learning_rate=LR, weight_decay=0.0, max_grad_norm=1.0,
@@ -139,23 +139,31 @@ def compare_with_trl(sizes, bases, plan, threads: int, say, t_start: float) -> d
         out[s] = {}
         for m in METHODS:
             say(f"[{time.perf_counter() - t_start:5.0f}s] {s:>7} {m} vs TRL")
-            rounds, proj, trl, passes = [], [], [], []
-            try:
-                for r in range(plan.trl_rounds):  # alternate which side runs first
-                    order = ("project", "trl") if r % 2 == 0 else ("trl", "project")
-                    got = {}
-                    for side in order:
-                        fn = project_run if side == "project" else trl_run
-                        got[side] = isolated(fn, m, s, bases[s], plan.warmup[s] + 1, plan.trl_steps[s], threads)
-                    proj.append(got["project"]["step_s"])
-                    trl.append(got["trl"]["step_s"])
-                    passes.append(got["project"]["essential_sum_s"])
-                    rounds.append({"project_step_s": proj[-1], "trl_step_s": trl[-1], "ratio": ratio(proj[-1], trl[-1]),
-                                   "project_essential_sum_s": passes[-1], "order": order})
-                out[s][m] = {"ratio": ratio(median(proj), median(trl)), "floor": ratio(median(passes), median(trl)),
-                             "project_step_s": median(proj), "trl_step_s": median(trl),
-                             "project_essential_sum_s": median(passes), "rounds": rounds,
-                             "settings": {"project": got["project"]["settings"], "trl": got["trl"]["settings"]}}
-            except RuntimeError as e:  # report exactly what failed; never a made-up number
-                out[s][m] = {"ratio": None, "error": str(e)[-3000:], "rounds": rounds}
+            out[s][m] = compare_one(m, s, bases[s], plan.trl_rounds, plan.warmup[s], plan.trl_steps[s], threads)
     return out
+
+
+def compare_one(m: str, s: str, base: str, n_rounds: int, warmup: int, steps: int, threads: int) -> dict:
+    """`n_rounds` alternated (project, TRL) run pairs of method m at size s, each of warmup + 1 untimed and `steps`
+    timed steps -> {ratio, floor, project_step_s, trl_step_s, project_essential_sum_s, rounds, settings} or
+    {ratio: None, error}."""
+    rounds, proj, trl, passes = [], [], [], []
+    try:
+        for r in range(n_rounds):  # alternate which side runs first
+            order = ("project", "trl") if r % 2 == 0 else ("trl", "project")
+            got = {}
+            for side in order:
+                fn = project_run if side == "project" else trl_run
+                got[side] = isolated(fn, m, s, base, warmup + 1, steps, threads)
+            proj.append(got["project"]["step_s"])
+            trl.append(got["trl"]["step_s"])
+            passes.append(got["project"]["essential_sum_s"])
+            rounds.append({"project_step_s": proj[-1], "trl_step_s": trl[-1], "ratio": ratio(proj[-1], trl[-1]),
+                           "project_essential_sum_s": passes[-1], "order": order,
+                           "project_s_all": got["project"].get("step_s_all"),
+                           "trl_s_all": got["trl"].get("step_s_all")})
+        return {"ratio": ratio(median(proj), median(trl)), "floor": ratio(median(passes), median(trl)),
+                "project_step_s": median(proj), "trl_step_s": median(trl), "project_essential_sum_s": median(passes),
+                "rounds": rounds, "settings": {"project": got["project"]["settings"], "trl": got["trl"]["settings"]}}
+    except RuntimeError as e:  # report exactly what failed; never a made-up number
+        return {"ratio": None, "error": str(e)[-3000:], "rounds": rounds}

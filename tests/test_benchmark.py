@@ -91,3 +91,62 @@ def test_project_and_trl_settings_match():
 @pytest.mark.parametrize("completion,wrong", [("46;102", "46;103"), ("9", "0"), ("", "1")])
 def test_rejected_completion_differs(completion, wrong):
     assert benchmark._wrong(completion) == wrong
+
+
+# -- the opt-in real size (experiments/benchmark_real.py), its plumbing on a tiny chat model --------------------------
+@pytest.fixture()
+def tiny_real(tmp_path, monkeypatch):
+    """The real size's shapes on a tiny random Llama with the CI's BPE chat tokenizer (tests/chat_models.py)."""
+    from tests.chat_models import build_chat_model
+
+    model = build_chat_model(tmp_path / "chat")
+    for name in ("real", "real-g4", "real-g16"):
+        size = replace(benchmark.ALL_SIZES[name], model=str(model), group=benchmark.ALL_SIZES[name].group // 2,
+                       new_tokens=4)
+        monkeypatch.setitem(benchmark.ALL_SIZES, name, size)
+    return model
+
+
+def test_real_size_writes_every_ratio(tiny_real, tmp_path):
+    out = tmp_path / "real.json"
+    rc = benchmark.main(["--sizes", "real", "--methods", "grpo,ppo,dpo", "--steps", "1", "--silent", "--no-trl",
+                         "--out", str(out)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert res["methods"] == {} and res["real"]["vs_trl"] == {}  # no toy size; --no-trl
+    real = res["real"]
+    assert real["config"]["model"] == str(tiny_real) and real["config"]["params"] > 0
+    assert real["config"]["prompt_tokens"] > 10  # a chat-template prompt (system + user turn), not "12+34="
+    assert set(real["methods"]) == {"grpo", "ppo", "dpo"}
+    for m in real["methods"].values():
+        assert m["limit_ratio"] > 0 and m["peak_rss_mb"] >= m["peak_rss_increase_mb"] > 0
+    assert set(real["options"]) == {"bf16", "lora", "grad_ckpt"}  # the full plan's options table, GRPO
+    assert set(real["ratios"]["options"]["lora"]) == {"step_time", "peak_memory"}
+    assert set(real["ratios"]["grpo_vs_ppo"]) == {"peak_memory", "peak_rss_total", "step_time"}
+    text = benchmark.table(res)
+    assert "real size" in text and "grpo lora" in text and "GRPO / PPO" in text
+
+
+def test_real_size_stand_in_has_smollm2_shapes(tmp_path, monkeypatch):
+    """Without the wheel: a random Llama of SmolLM2's configuration, the BPE chat tokenizer padded to its ids."""
+    from experiments import benchmark_real
+    from gcframe.modeling import load_model_and_tokenizer
+
+    small = {**benchmark_real.SMOLLM2_CONFIG, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8}  # the vocabulary stays 49152
+    monkeypatch.setattr(benchmark_real, "SMOLLM2_CONFIG", small)
+    size = replace(benchmark.ALL_SIZES["real"], model="package:no_such_package_here/model.gguf")
+    params = benchmark_real.build_real_base(size, str(tmp_path / "real"))
+    model, tok = load_model_and_tokenizer(tmp_path / "real")
+    assert len(tok) == model.config.vocab_size == 49152
+    assert params == sum(p.numel() for p in model.parameters())
+    assert tok.eos_token == "<|im_end|>"
+    rendered = tok.apply_chat_template([{"role": "user", "content": "What is 1+2?"}], add_generation_prompt=True,
+                                       tokenize=False)
+    assert rendered.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+
+
+def test_unknown_size_exits_2(capsys):
+    assert benchmark.main(["--sizes", "huge"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "small, compute, real" in err

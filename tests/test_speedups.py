@@ -174,3 +174,35 @@ def test_a_runs_peak_memory_is_its_own_not_the_processes():
     assert before - row["peak_rss_mb"] > 200  # the freed 300 MiB is not this run's peak
     assert row["peak_rss_mb"] >= memory.rss_mb() - 50  # but the run's own memory is
     assert 0 <= row["peak_rss_run_mb"] < 100  # its growth: a 10k-parameter model, its AdamW state, activations
+
+
+def test_shared_prefill_on_a_chat_model_under_lora_has_the_same_logits(always_share, tmp_path):
+    """Generation's shared prefill on a real BPE tokenizer with a chat template, through a peft LoRA model and its
+    adapter-disabled view (π_ref): the same greedy tokens and logits as a prefill of every row."""
+    from gcframe.batch import pad_left
+    from gcframe.modeling import AdapterDisabled, load_model_and_tokenizer, prepare_policy
+    from gcframe.tasks import TaskConfig, build_task
+    from tests.chat_models import build_chat_model
+
+    model, tok = load_model_and_tokenizer(build_chat_model(tmp_path / "chat"))
+    model = prepare_policy(model, lora_rank=4).eval()
+    for name, p in model.named_parameters():  # B starts at 0: give the adapters a value so their effect shows
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.5)
+    task = build_task(TaskConfig(n_demos=4, n_heldout=4), tok)
+    n, prompts = 3, [task.heldout[i]["prompt"] for i in range(2)]
+    ids, mask = pad_left([r for r in encode_prompts(tok, prompts) for _ in range(n)], tok.pad_token_id)
+    kw = dict(input_ids=ids, attention_mask=mask, max_new_tokens=5, do_sample=False, top_k=None, top_p=None,
+              temperature=None, pad_token_id=tok.pad_token_id, eos_token_id=None, output_logits=True,
+              return_dict_in_generate=True)
+    firsts = []
+    with torch.no_grad():
+        for m in (model, AdapterDisabled(model)):
+            shared = sampling.shared_prefill(m, ids[::n], mask[::n], n)
+            assert shared  # a cache was built
+            a, b = m.generate(**kw, **shared), m.generate(**kw)
+            assert torch.equal(a.sequences, b.sequences)
+            for la, lb in zip(a.logits, b.logits):
+                torch.testing.assert_close(la, lb, rtol=1e-5, atol=1e-5)
+            firsts.append(a.logits[0])
+    assert not torch.allclose(firsts[0], firsts[1])  # the adapter changed the policy: both paths were exercised
