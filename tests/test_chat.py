@@ -143,9 +143,9 @@ def test_every_method_runs_on_a_chat_model(chat_dir, tmp_path):
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(json.dumps({
         "task": {"n_demos": 32, "n_heldout": 16},
-        "train": {"steps": 2, "prompts_per_step": 4, "group_size": 2, "eval_every": 0, "eval_size": 8, "eval_k": 2,
-                  "sample_every": 1, "max_new_tokens": 6, "checkpoint_every": 0},
-        "reward_model": {"steps": 2, "pairs": 4, "heldout_pairs": 2, "samples_per_prompt": 2},
+        "train": {"steps": 1, "prompts_per_step": 4, "group_size": 2, "eval_every": 0, "eval_size": 4, "eval_k": 2,
+                  "sample_every": 1, "max_new_tokens": 4, "checkpoint_every": 0},
+        "reward_model": {"steps": 1, "pairs": 4, "heldout_pairs": 2, "samples_per_prompt": 2},
     }))
     r = run_cli("--config", cfg, "--model", str(chat_dir), "--out", str(out), "--no-progress", timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
