@@ -96,18 +96,11 @@ def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> t
 def prepare(cfg: RunConfig):
     """(resolved config, task) before anything is written: the model path is checked (a GGUF converted), its
     tokenizer decides the prompt format, and the longest prompt must fit the model's context."""
-    from gcframe.modeling import build_char_tokenizer, load_tokenizer, resolve_model_path
+    from gcframe.modeling import build_char_tokenizer, context_length, load_tokenizer, resolve_model_path
 
     if cfg.model.path:
         path = resolve_model_path(cfg.model.path)
-        tok = load_tokenizer(path)
-        from transformers import AutoConfig
-
-        try:
-            context = getattr(AutoConfig.from_pretrained(path), "max_position_embeddings", None)
-        except (OSError, ValueError, KeyError) as e:
-            raise UserError(f"cannot read the model config of '{cfg.model.path}' ({type(e).__name__}): give a Hugging "
-                            "Face model directory, a hub name or a .gguf file") from None
+        tok, context = load_tokenizer(path), context_length(path)
     else:
         tok, context = None, cfg.model.max_positions
     task = build_task(cfg.task, tok)

@@ -136,7 +136,6 @@ def load_model_and_tokenizer(path_or_name: str, dtype: torch.dtype = torch.float
     """
     path = resolve_model_path(path_or_name)
     try:  # model first: an unreachable hub then fails once, not twice
-        AutoConfig.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except (OSError, ValueError, KeyError) as e:  # missing files, no hub access, unknown architecture
         raise UserError(f"cannot load a causal LM from '{path}' ({_first_line(e)}): give a local Hugging Face model "
@@ -156,7 +155,12 @@ def save_model_and_tokenizer(model, tokenizer, path: str | Path) -> None:
     tokenizer.save_pretrained(path)
 
 
-def context_length(model_or_config) -> int | None:
-    """The longest sequence the model is configured for (max_position_embeddings), None if it does not say."""
-    config = getattr(model_or_config, "config", model_or_config)
+def context_length(path: str) -> int | None:
+    """The longest sequence the model at `path` (a resolved folder or hub name) is configured for
+    (max_position_embeddings), read from its config alone; None if it does not say."""
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError, KeyError) as e:
+        raise UserError(f"cannot read the model config of '{path}' ({_first_line(e)}): give a Hugging Face model "
+                        "directory, a hub name or a .gguf file") from None
     return getattr(config, "max_position_embeddings", None)
