@@ -1,7 +1,7 @@
 """DeepSeekMath §5.2 at CPU scale, swept over difficulty x training length x method x seed (issue 13).
 
     python experiments/sweep_5_2.py [--config experiments/configs/sweep_5_2.yaml] [--out runs/sweep_5_2]
-                                    [--quick] [--levels hard,easy] [--no-progress]
+                                    [--quick] [--levels hard,easy] [--seeds 3,4] [--no-progress]
     python -m analysis.sweep runs/sweep_5_2           # the map (paired differences by seed, figure, CSV)
 
 Resumable: run the same command again. A finished cell (its final_k.json written) is skipped; an interrupted
@@ -43,6 +43,8 @@ def parse_args(argv=None):
     p.add_argument("--out", help="output folder (default: runs/sweep_5_2, or runs/sweep_5_2-quick with --quick)")
     p.add_argument("--quick", action="store_true", help="the config's quick section: plumbing only, minutes")
     p.add_argument("--levels", help="comma-separated level names to run (default: all, in the config's order)")
+    p.add_argument("--seeds", help="comma-separated seeds to run (default: the config's): split one sweep over "
+                   "processes, e.g. --seeds 0,1,2 beside --seeds 3,4, one thread each, same --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p.parse_args(argv)
 
@@ -176,7 +178,7 @@ def prepare_level(sweep: dict, level: str, out: Path, acc, show: bool) -> dict:
         write_json(lvl / "base_final_k.json", {**curve, "kl_ref": 0.0, "base_accuracy": base_info["eval_accuracy"],
                                                 "base": base_dir.name})
     return {"name": level, "dir": lvl, "cfg": cfg, "task": task, "base_dir": base_dir, "base_info": base_info,
-            "rows_k": rows_k, "summary": []}
+            "rows_k": rows_k}
 
 
 def run_cell(sweep: dict, level: dict, method: str, seed: int, acc, show: bool) -> dict:
@@ -204,13 +206,17 @@ def run_cell(sweep: dict, level: dict, method: str, seed: int, acc, show: bool) 
 
 
 def record(level: dict, method: str, seed: int, res: dict) -> None:
-    """Append the cell to the level's summary.csv (compare.py's columns) and print one line."""
+    """Rewrite the level's summary.csv (compare.py's columns) from every finished cell on disk (so processes
+    sharing the folder, split by --seeds, do not overwrite each other's rows) and print one line."""
     import pandas as pd
 
-    level["summary"].append({"method": method, "seed": seed, "base_accuracy": level["base_info"]["eval_accuracy"],
-                             "final_accuracy": res["final_accuracy"], "steps": res["steps"],
-                             "time_s": res["time_s"], "gen_tokens": res["gen_tokens"]})
-    pd.DataFrame(level["summary"]).to_csv(level["dir"] / "summary.csv", index=False)
+    rows = []
+    for f in sorted(level["dir"].glob("*/seed*/final_k.json")):
+        r = json.loads(f.read_text())
+        rows.append({"method": f.parent.parent.name, "seed": int(f.parent.name[4:]),
+                     "base_accuracy": level["base_info"]["eval_accuracy"], "final_accuracy": r["final_accuracy"],
+                     "steps": r["steps"], "time_s": r["time_s"], "gen_tokens": r["gen_tokens"]})
+    pd.DataFrame(rows).to_csv(level["dir"] / "summary.csv", index=False)
     k = res["k"]
     print(f"[{level['name']}] {method:>10} seed {seed}: greedy {res['final_accuracy']:.3f}, maj@{k} "
           f"{res[f'maj@{k}']:.3f}, pass@{k} {res[f'pass@{k}']:.3f} ({res.get('wall_s', 0):.0f} s)", flush=True)
@@ -233,6 +239,16 @@ def main(argv=None) -> int:
             raise UserError(f"--levels {args.levels}: unknown level(s) {', '.join(bad) or '(none given)'}; "
                             f"the config has {', '.join(levels)}")
         levels = asked
+    seeds = [int(x) for x in sweep["seeds"]]
+    if args.seeds:
+        try:
+            asked_seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+        except ValueError:
+            asked_seeds = []
+        if not asked_seeds or not set(asked_seeds) <= set(seeds):
+            raise UserError(f"--seeds {args.seeds}: give a comma-separated subset of the config's seeds "
+                            f"{','.join(map(str, seeds))}")
+        seeds = asked_seeds
     if args.no_progress:
         import datasets
 
@@ -261,10 +277,10 @@ def main(argv=None) -> int:
         raise UserError("the sweep runs in one process (cells are small): start it without accelerate/torchrun")
     t0, show = time.time(), not args.no_progress
     prepared = [prepare_level(sweep, level, out, acc, show) for level in levels]
-    for seed in sweep["seeds"]:  # seeds outermost: a sweep cut short still covers every level and method
+    for seed in seeds:  # seeds outermost: a sweep cut short still covers every level and method
         for level in prepared:
             for method in sweep["methods"]:
-                record(level, method, int(seed), run_cell(sweep, level, method, int(seed), acc, show))
+                record(level, method, seed, run_cell(sweep, level, method, seed, acc, show))
     print(f"sweep done in {time.time() - t0:.0f} s: python -m analysis.sweep {out}", flush=True)
     return 0
 
