@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import shutil
 import sys
 import time
@@ -175,6 +176,14 @@ def prepare_out(args, accelerator) -> Path:
     return out
 
 
+def quiet_datasets() -> None:
+    """No `datasets` progress bars, without importing it (seconds) before a bad argument is reported."""
+    if "datasets" in sys.modules:
+        sys.modules["datasets"].disable_progress_bars()
+    else:
+        os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+
+
 @cli_entry
 def main(argv=None) -> int:
     args = parse_args(argv)
@@ -184,9 +193,7 @@ def main(argv=None) -> int:
         args.methods_from = [str(Path(f).expanduser().resolve()) for f in args.methods_from]
         plugins.load(args.methods_from)
     if args.no_progress or not sys.stderr.isatty():  # a redirected stderr gets no bars (tqdm's disable=None)
-        import datasets
-
-        datasets.disable_progress_bars()  # "Generating train split" while a local dataset is read
+        quiet_datasets()  # "Generating train split" while a local dataset is read
     if args.list_methods:
         from gcframe.plugins import describe
         from methods import REGISTRY

@@ -7,16 +7,23 @@
     adapters.py    how stage 2 computes: eval mode around sampling, gradient checkpointing, LoRA, π_ref as the
                    adapter-disabled base
 """
-from gcframe.modeling.adapters import AdapterDisabled, count_parameters, evaluating, prepare_policy
-from gcframe.modeling.heads import ScalarHeadModel, position_ids_from_mask
-from gcframe.modeling.loading import (context_length, gguf_folder, load_model_and_tokenizer, load_tokenizer,
-                                      resolve_model_path, save_model_and_tokenizer)
-from gcframe.modeling.tiny import ModelConfig, build_tiny_llama
-from gcframe.modeling.tokenizers import (DEFAULT_CHARS, SPECIAL_TOKENS, build_char_tokenizer, configure_tokenizer,
-                                         end_of_turn_token, has_chat_template)
+import importlib
 
-__all__ = ["AdapterDisabled", "DEFAULT_CHARS", "ModelConfig", "SPECIAL_TOKENS", "ScalarHeadModel",
-           "build_char_tokenizer", "build_tiny_llama", "configure_tokenizer", "context_length", "count_parameters",
-           "end_of_turn_token", "evaluating", "gguf_folder", "has_chat_template", "load_model_and_tokenizer",
-           "load_tokenizer", "position_ids_from_mask", "prepare_policy", "resolve_model_path",
-           "save_model_and_tokenizer"]
+_WHERE = {  # name -> the submodule that defines it; imported on first use (PEP 562), so that reading a config
+    # (gcframe.config needs ModelConfig) does not import torch and transformers
+    "AdapterDisabled": "adapters", "count_parameters": "adapters", "evaluating": "adapters",
+    "prepare_policy": "adapters",
+    "ScalarHeadModel": "heads", "position_ids_from_mask": "heads",
+    "context_length": "loading", "gguf_folder": "loading", "load_model_and_tokenizer": "loading",
+    "load_tokenizer": "loading", "resolve_model_path": "loading", "save_model_and_tokenizer": "loading",
+    "ModelConfig": "tiny", "build_tiny_llama": "tiny",
+    "DEFAULT_CHARS": "tokenizers", "SPECIAL_TOKENS": "tokenizers", "build_char_tokenizer": "tokenizers",
+    "configure_tokenizer": "tokenizers", "end_of_turn_token": "tokenizers", "has_chat_template": "tokenizers",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'gcframe.modeling' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"gcframe.modeling.{_WHERE[name]}"), name)

@@ -3,9 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
-
 from gcframe.errors import UserError
 
 
@@ -25,8 +22,12 @@ class ModelConfig:
     """Longest sequence (prompt + completion) the model is configured for."""
 
 
-def build_tiny_llama(tokenizer, cfg: ModelConfig, seed: int = 0) -> LlamaForCausalLM:
-    """A freshly initialised float32 Llama sized by `cfg`, deterministic given `seed` (global RNG untouched)."""
+def build_tiny_llama(tokenizer, cfg: ModelConfig, seed: int = 0):
+    """A freshly initialised float32 LlamaForCausalLM sized by `cfg`, deterministic given `seed` (global RNG
+    untouched)."""
+    import torch  # here, not at the top: ModelConfig is read with every config, before torch is needed
+    from transformers import LlamaConfig, LlamaForCausalLM
+
     if cfg.hidden_size % cfg.num_heads != 0:
         raise UserError(
             f"hidden_size {cfg.hidden_size} is not divisible by num_heads {cfg.num_heads}: pick sizes that divide"

@@ -12,28 +12,34 @@ A task exposes `.prompts` and `.heldout` (columns prompt, answer, steps), `.demo
 """
 from __future__ import annotations
 
+import importlib
+
 from gcframe.errors import UserError
 from gcframe.tasks.answers import extract_field, final_number, normalize_number, step_rewards
-from gcframe.tasks.arithmetic import ArithmeticTask
 from gcframe.tasks.config import PROMPT_FORMATS, TaskConfig
-from gcframe.tasks.custom import DatasetTask
 from gcframe.tasks.formats import PromptFormat, resolve_format
-from gcframe.tasks.gsm8k import GSM8KTask
 
-KNOWN_TASKS = ("arithmetic", "gsm8k", "dataset")
+TASKS = {"arithmetic": "ArithmeticTask", "gsm8k": "GSM8KTask", "dataset": "DatasetTask"}  # task.name -> class
+KNOWN_TASKS = tuple(TASKS)
+_TASK_CLASSES = {"ArithmeticTask": "arithmetic", "GSM8KTask": "gsm8k", "DatasetTask": "custom"}  # class -> module;
+# imported on first use (PEP 562): they import `datasets`, which reading a config does not need
+
+
+def __getattr__(name: str):
+    if name not in _TASK_CLASSES:
+        raise AttributeError(f"module 'gcframe.tasks' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"gcframe.tasks.{_TASK_CLASSES[name]}"), name)
+
+
 extract_answer = extract_field  # the plain arithmetic format's reader (name kept for callers of the first wave)
 
 
-def build_task(cfg: TaskConfig, tok=None) -> ArithmeticTask | GSM8KTask:
+def build_task(cfg: TaskConfig, tok=None):
     """Build the task named by cfg.name, its prompts in cfg.prompt_format for tokenizer `tok` (None: the tiny
     model's character tokenizer, which has no chat template, so "auto" is plain)."""
     fmt = resolve_format(cfg.prompt_format, cfg.system_prompt, tok)
-    if cfg.name == "arithmetic":
-        return ArithmeticTask(cfg, fmt)
-    if cfg.name == "gsm8k":
-        return GSM8KTask(cfg, fmt)
-    if cfg.name == "dataset":
-        return DatasetTask(cfg, fmt)
+    if cfg.name in TASKS:
+        return __getattr__(TASKS[cfg.name])(cfg, fmt)
     raise UserError(f"unknown task {cfg.name!r}; known tasks: {', '.join(KNOWN_TASKS)}")
 
 
