@@ -113,8 +113,10 @@ def test_rerun_skips_finished_and_resumes_interrupted(tiny):
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["step"] < 2))
     (run / "final_k.json").unlink()
-    res = sweep("--config", str(d / "cfg.yaml"), "--quick", "--out", str(out))
+    res = sweep("--config", str(d / "cfg.yaml"), "--quick", "--seeds", "1", "--out", str(out))  # seed 1's share
     assert res.returncode == 0, res.stderr[-3000:]
+    assert "seed 0" not in res.stdout and "grpo seed 1" in res.stdout
+    assert len(pd.read_csv(out / "tiny" / "summary.csv")) == 8  # rebuilt from every finished cell, not seed 1's 4
     assert (out / "tiny" / "rft" / "seed0" / "metrics.jsonl").read_bytes() == keep  # finished: not rerun
     again = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [(r["step"], "loss" in r) for r in again] == [(r["step"], "loss" in r) for r in rows]  # no duplicate
@@ -123,7 +125,8 @@ def test_rerun_skips_finished_and_resumes_interrupted(tiny):
 
 def test_bad_input_one_line_exit_2(tiny):
     d, out = tiny
-    for args, needle in ((["--levels", "nope"], "unknown level"), ([], "another configuration")):
+    for args, needle in ((["--levels", "nope"], "unknown level"), (["--seeds", "7"], "subset of the config's seeds"),
+                         (["--seeds", "a,b"], "subset of the config's seeds"), ([], "another configuration")):
         res = sweep("--config", str(d / "cfg.yaml"), *(["--quick"] if args else []), *args, "--out", str(out))
         assert res.returncode == 2 and needle in res.stderr, res.stderr[-2000:]
         assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
