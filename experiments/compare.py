@@ -176,12 +176,16 @@ def prepare_out(args, accelerator) -> Path:
     return out
 
 
-def quiet_datasets() -> None:
-    """No `datasets` progress bars, without importing it (seconds) before a bad argument is reported."""
+def quiet_library_bars() -> None:
+    """No progress bars from datasets, transformers and huggingface_hub, without importing them (seconds) before a
+    bad argument is reported: their switches are read from the environment at import."""
+    os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # transformers' bars follow huggingface_hub's
+    os.environ["TQDM_DISABLE"] = "1"  # plain tqdm bars in libraries (transformers' GGUF conversion)
     if "datasets" in sys.modules:
         sys.modules["datasets"].disable_progress_bars()
-    else:
-        os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+    if "transformers" in sys.modules:
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
 @cli_entry
@@ -193,7 +197,7 @@ def main(argv=None) -> int:
         args.methods_from = [str(Path(f).expanduser().resolve()) for f in args.methods_from]
         plugins.load(args.methods_from)
     if args.no_progress or not sys.stderr.isatty():  # a redirected stderr gets no bars (tqdm's disable=None)
-        quiet_datasets()  # "Generating train split" while a local dataset is read
+        quiet_library_bars()  # "Generating train split", "Converting and de-quantizing GGUF tensors"
     if args.list_methods:
         from gcframe.plugins import describe
         from methods import REGISTRY
