@@ -39,6 +39,7 @@ class ModelSection(ModelConfig):
     base with the adapter disabled, not a second copy of the weights. 0 = train all weights."""
 
 
+SHARD_MODES = ("none", "fsdp2")  # train.shard (gcframe.sharding)
 RUNTIME_MODEL_OPTIONS = ("bf16", "gradient_checkpointing", "lora_rank")  # how stage 2 computes, not which base
 
 
@@ -245,10 +246,8 @@ def from_dict(raw: dict) -> RunConfig:
     if cfg.model.lora_rank and cfg.train.ref_refresh_every:
         raise UserError("train.ref_refresh_every needs a separate copy of π_ref, but with model.lora_rank > 0 π_ref is "
                         "the base with the adapter off: set one of them to 0")
-    from gcframe.sharding import MODES
-
-    if cfg.train.shard not in MODES:
-        raise UserError(f"train.shard must be one of {', '.join(MODES)}, got '{cfg.train.shard}'")
+    if cfg.train.shard not in SHARD_MODES:
+        raise UserError(f"train.shard must be one of {', '.join(SHARD_MODES)}, got '{cfg.train.shard}'")
     if cfg.train.shard == "fsdp2" and cfg.model.lora_rank:
         raise UserError("train.shard: fsdp2 with model.lora_rank > 0 is untested: set one of them to none / 0")
     if cfg.train.reward not in ("verifier", "reward_model", "process", "functions"):

@@ -27,9 +27,8 @@ import functools
 import torch
 import torch.nn as nn
 
+from gcframe.config import SHARD_MODES as MODES  # "none", "fsdp2": train.shard, checked without torch
 from gcframe.errors import UserError
-
-MODES = ("none", "fsdp2")
 
 
 def enabled(shard: str, world: int) -> bool:
