@@ -9,6 +9,10 @@ one continues from its latest checkpoint, as `compare.py --resume` does (each le
 output folder: `python experiments/compare.py --resume OUT/<level>` and `python -m analysis.report OUT/<level>`
 work on it too).
 
+Parallel: start the same command in two (or more) shells, one thread each (OMP_NUM_THREADS=1). The processes
+split the cells between them: each claims the next cell nobody holds (gcframe.claims), one trains each missing
+SFT base while the others wait for it, and a claim left by a killed process is taken over on the next run.
+
 Output:
     OUT/sweep.yaml                               the resolved sweep (levels, methods, seeds, final_k)
     OUT/<level>/config.yaml                      the level's compare.py configuration
@@ -30,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
+from gcframe import claims  # noqa: E402
 from gcframe.errors import UserError, cli_entry  # noqa: E402
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "sweep_5_2.yaml"
@@ -43,8 +48,8 @@ def parse_args(argv=None):
     p.add_argument("--out", help="output folder (default: runs/sweep_5_2, or runs/sweep_5_2-quick with --quick)")
     p.add_argument("--quick", action="store_true", help="the config's quick section: plumbing only, minutes")
     p.add_argument("--levels", help="comma-separated level names to run (default: all, in the config's order)")
-    p.add_argument("--seeds", help="comma-separated seeds to run (default: the config's): split one sweep over "
-                   "processes, e.g. --seeds 0,1,2 beside --seeds 3,4, one thread each, same --out")
+    p.add_argument("--seeds", help="comma-separated seeds to run (default: the config's); to run in parallel, "
+                   "start the same command twice instead: the processes split the cells")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p.parse_args(argv)
 
@@ -170,19 +175,36 @@ def prepare_level(sweep: dict, level: str, out: Path, acc, show: bool) -> dict:
     base_dir, base_info = pipeline.sft_base(cfg, task, acc, show_progress=show)
     print(f"[{level}] SFT base {base_dir.name}: held-out greedy accuracy {base_info['eval_accuracy']:.3f}", flush=True)
     rows_k = heldout_rows(task, sweep["final_k_size"])
-    if not (lvl / "base_final_k.json").exists():
+    if not (lvl / "base_final_k.json").exists() and claims.acquire(lvl / "base_final_k.claim"):
         model, tok = load_model_and_tokenizer(str(base_dir))
         torch.manual_seed(10_000)
         gen = Generator(tok, GenerationConfig(cfg.train.max_new_tokens, cfg.train.temperature))
         curve = k_curve(model, gen, task, rows_k, sweep["final_k"])
         write_json(lvl / "base_final_k.json", {**curve, "kl_ref": 0.0, "base_accuracy": base_info["eval_accuracy"],
                                                 "base": base_dir.name})
+        claims.release(lvl / "base_final_k.claim")
     return {"name": level, "dir": lvl, "cfg": cfg, "task": task, "base_dir": base_dir, "base_info": base_info,
             "rows_k": rows_k}
 
 
-def run_cell(sweep: dict, level: dict, method: str, seed: int, acc, show: bool) -> dict:
-    """Train one (level, method, seed) cell, or read it if finished -> its final_k.json."""
+def run_cell(sweep: dict, level: dict, method: str, seed: int, acc, show: bool) -> dict | None:
+    """Train one (level, method, seed) cell, or read it if finished -> its final_k.json; None while another
+    process sharing the folder holds the cell's claim (it is training it)."""
+    run_dir = level["dir"] / method / f"seed{seed}"
+    done, claim = run_dir / "final_k.json", run_dir.with_name(run_dir.name + ".claim")
+    if not done.exists():
+        if not claims.acquire(claim):
+            return None
+        try:
+            if not done.exists():  # checked again under the claim: another process may have just finished it
+                train_cell(sweep, level, method, seed, run_dir, acc, show)
+        finally:
+            claims.release(claim)
+    return json.loads(done.read_text())
+
+
+def train_cell(sweep: dict, level: dict, method: str, seed: int, run_dir: Path, acc, show: bool) -> None:
+    """Train the cell (resuming from its latest checkpoint) and write its pass@K / maj@K to final_k.json."""
     import torch
 
     from experiments.compare import run_config
@@ -190,24 +212,20 @@ def run_cell(sweep: dict, level: dict, method: str, seed: int, acc, show: bool) 
     from gcframe.trainer import Trainer
 
     name, run_cfg = run_config(level["cfg"], method, seed)
-    run_dir = level["dir"] / method / f"seed{seed}"
-    done = run_dir / "final_k.json"
-    if not done.exists():
-        if checkpoint.finished(run_dir, run_cfg.train.steps) is not None:
-            shutil.rmtree(run_dir)  # trained but killed before its final_k evaluation: the policy is gone
-        t0 = time.time()
-        trainer = Trainer(run_cfg, name, run_dir, level["base_dir"], level["task"], acc, show_progress=show)
-        res = trainer.fit(resume=True)  # continues from the latest checkpoint, or starts over
-        torch.manual_seed(10_000 + seed)
-        curve = k_curve(acc.unwrap_model(trainer.policy), trainer.ctx.generator, level["task"], level["rows_k"],
-                        sweep["final_k"], on_samples=trainer._sample_sums)
-        write_json(done, {**curve, **res, "wall_s": round(time.time() - t0, 1)})
-    return json.loads(done.read_text())
+    if checkpoint.finished(run_dir, run_cfg.train.steps) is not None:
+        shutil.rmtree(run_dir)  # trained but killed before its final_k evaluation: the policy is gone
+    t0 = time.time()
+    trainer = Trainer(run_cfg, name, run_dir, level["base_dir"], level["task"], acc, show_progress=show)
+    res = trainer.fit(resume=True)  # continues from the latest checkpoint, or starts over
+    torch.manual_seed(10_000 + seed)
+    curve = k_curve(acc.unwrap_model(trainer.policy), trainer.ctx.generator, level["task"], level["rows_k"],
+                    sweep["final_k"], on_samples=trainer._sample_sums)
+    write_json(run_dir / "final_k.json", {**curve, **res, "wall_s": round(time.time() - t0, 1)})
 
 
 def record(level: dict, method: str, seed: int, res: dict) -> None:
     """Rewrite the level's summary.csv (compare.py's columns) from every finished cell on disk (so processes
-    sharing the folder, split by --seeds, do not overwrite each other's rows) and print one line."""
+    sharing the folder do not overwrite each other's rows) and print one line."""
     import pandas as pd
 
     rows = []
@@ -277,11 +295,21 @@ def main(argv=None) -> int:
         raise UserError("the sweep runs in one process (cells are small): start it without accelerate/torchrun")
     t0, show = time.time(), not args.no_progress
     prepared = [prepare_level(sweep, level, out, acc, show) for level in levels]
+    elsewhere = []  # cells another live process is training
     for seed in seeds:  # seeds outermost: a sweep cut short still covers every level and method
         for level in prepared:
             for method in sweep["methods"]:
-                record(level, method, seed, run_cell(sweep, level, method, seed, acc, show))
-    print(f"sweep done in {time.time() - t0:.0f} s: python -m analysis.sweep {out}", flush=True)
+                res = run_cell(sweep, level, method, seed, acc, show)
+                if res is None:
+                    elsewhere.append(f"{level['name']}/{method}/seed{seed}")
+                else:
+                    record(level, method, seed, res)
+    if elsewhere:
+        print(f"this process's share done in {time.time() - t0:.0f} s; {len(elsewhere)} cell(s) were being "
+              f"trained by another process ({', '.join(elsewhere)}): when it ends, python -m analysis.sweep {out}",
+              flush=True)
+    else:
+        print(f"sweep done in {time.time() - t0:.0f} s: python -m analysis.sweep {out}", flush=True)
     return 0
 
 

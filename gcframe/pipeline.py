@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+from gcframe import claims
 from gcframe.config import RUNTIME_MODEL_OPTIONS, RunConfig, TrainConfig
 from gcframe.errors import UserError
 from gcframe.runlog import cache_root, publish_dir
@@ -62,9 +63,21 @@ def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> t
         return Path(resolve_model_path(cfg.model.path)), {"source": cfg.model.path, "pretrained": True}
     d = cache_root() / "sft_base" / base_key(cfg)
     info_file = d / "base_info.json"
+    lock = d.with_name(d.name + ".claim")
+    # one process trains a missing base; others (a second sweep process) wait for it instead of training it too
+    while not info_file.exists() and accelerator.num_processes == 1 and not claims.acquire(lock):
+        time.sleep(2)
     if info_file.exists():
+        claims.release(lock)
         return d, json.loads(info_file.read_text())
+    try:
+        return _train_sft_base(cfg, task, accelerator, d, show_progress)
+    finally:
+        claims.release(lock)
 
+
+def _train_sft_base(cfg: RunConfig, task, accelerator, d: Path, show_progress: bool) -> tuple[Path, dict]:
+    """Stage 1: the tiny model trained from scratch on the demonstrations (method `sft`), published at `d`."""
     from gcframe.modeling import build_char_tokenizer, build_tiny_llama, save_model_and_tokenizer
     from gcframe.trainer import Trainer
 

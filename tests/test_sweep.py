@@ -2,6 +2,7 @@
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,23 @@ def test_bad_input_one_line_exit_2(tiny):
         assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
     res = subprocess.run([sys.executable, "-m", "analysis.sweep", str(d)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 2 and "not a sweep folder" in res.stderr
+
+
+def test_processes_sharing_out_split_cells_by_claim(tiny):
+    d, out = tiny
+    cell = out / "tiny" / "online_rft" / "seed0"
+    (cell / "final_k.json").unlink()  # unfinished, and another live process holds its claim
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        (cell.parent / "seed0.claim").write_text(f"{socket.gethostname()}:{other.pid}")
+        res = sweep("--config", str(d / "cfg.yaml"), "--quick", "--seeds", "0", "--out", str(out))
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert "1 cell(s) were being trained by another process (tiny/online_rft/seed0)" in res.stdout
+        assert not (cell / "final_k.json").exists()  # left to its holder
+    finally:
+        other.kill()
+        other.wait()
+    res = sweep("--config", str(d / "cfg.yaml"), "--quick", "--seeds", "0", "--out", str(out))  # the holder died
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "online_rft seed 0" in res.stdout and "sweep done" in res.stdout
+    assert (cell / "final_k.json").is_file() and not (cell.parent / "seed0.claim").exists()
