@@ -156,12 +156,16 @@ def token_logprobs(model, batch: Batch, temperature: float = 1.0, with_entropy: 
         out = model(input_ids=batch.input_ids, attention_mask=attn, position_ids=position_ids(attn),
                     logits_to_keep=T + 1, use_cache=False)
         logits = out.logits[:, :-1]  # [N, T, V]
-    logits = (logits if logits.dtype == torch.float64 else logits.float()) / temperature
-    logp = logits.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)  # [N, T]
+    logits = logits if logits.dtype == torch.float64 else logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    lse = logits.logsumexp(-1)  # [N, T]
+    logp = logits.gather(-1, batch.completion_ids.unsqueeze(-1)).squeeze(-1) - lse  # [N, T]
     logp = logp * batch.completion_mask  # padding contributes exactly 0
     if not with_entropy:
         return logp
-    with torch.no_grad():
-        p = F.softmax(logits, -1)
-        entropy = -(p * F.log_softmax(logits, -1)).sum(-1) * batch.completion_mask  # [N, T]
+    with torch.no_grad():  # H = −Σ_v p_v log p_v = lse − Σ_v p_v z_v, with p = softmax(z): one pass over V
+        lse = lse.detach()
+        entropy = (lse - (torch.exp(logits.detach() - lse.unsqueeze(-1)) * logits.detach()).sum(-1))
+        entropy = entropy * batch.completion_mask  # [N, T]
     return logp, entropy

@@ -62,8 +62,9 @@ class RunLogger:
 
 
 def write_yaml(path: Path, data: dict) -> None:
-    """Write YAML atomically (temporary file, then rename)."""
-    tmp = Path(str(path) + ".tmp")
+    """Write YAML atomically (a temporary file of this process, then rename: processes sharing a folder never
+    move each other's half-written file)."""
+    tmp = Path(f"{path}.tmp{os.getpid()}")
     tmp.write_text(yaml.safe_dump(data, sort_keys=False))
     os.replace(tmp, path)
 

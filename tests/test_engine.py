@@ -132,6 +132,20 @@ def test_accumulation_equals_full_batch(model_and_tok, batch, mode):
         assert not torch.allclose(full, _grads(model), rtol=1e-6)
 
 
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_logprobs_and_entropy_are_the_tempered_softmax(model_and_tok, batch, temperature):
+    """logp = log softmax(z/τ)[o_t] and H = −Σ_v p_v log p_v from torch.distributions, at the completion tokens."""
+    model, _ = model_and_tok
+    logp, ent = token_logprobs(model, batch, temperature, with_entropy=True)
+    T, a = batch.completion_ids.shape[1], batch.attention_mask
+    z = model(input_ids=batch.input_ids, attention_mask=a, position_ids=(a.cumsum(-1) - 1).clamp(min=0)).logits
+    dist = torch.distributions.Categorical(logits=z[:, -T - 1:-1] / temperature)  # position P-1+t predicts o_t
+    m = batch.completion_mask
+    torch.testing.assert_close(logp, dist.log_prob(batch.completion_ids) * m, rtol=0, atol=1e-10)
+    torch.testing.assert_close(ent, dist.entropy() * m, rtol=0, atol=1e-10)
+    assert (ent[m.bool()] > 0.1).all()  # a random model's distributions are far from one-hot: H is not trivially 0
+
+
 def test_logprobs_ignore_left_padding(model_and_tok):
     """A prompt's log-probs do not depend on how much left padding its batch-mates force on it."""
     model, tok = model_and_tok
