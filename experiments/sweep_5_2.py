@@ -223,7 +223,7 @@ def train_cell(sweep: dict, level: dict, method: str, seed: int, run_dir: Path, 
     write_json(run_dir / "final_k.json", {**curve, **res, "wall_s": round(time.time() - t0, 1)})
 
 
-def record(level: dict, method: str, seed: int, res: dict) -> None:
+def record(level: dict, method: str, seed: int, res: dict, trained_here: bool = True) -> None:
     """Rewrite the level's summary.csv (compare.py's columns) from every finished cell on disk (so processes
     sharing the folder do not overwrite each other's rows) and print one line."""
     import pandas as pd
@@ -237,7 +237,9 @@ def record(level: dict, method: str, seed: int, res: dict) -> None:
     pd.DataFrame(rows).to_csv(level["dir"] / "summary.csv", index=False)
     k = res["k"]
     print(f"[{level['name']}] {method:>10} seed {seed}: greedy {res['final_accuracy']:.3f}, maj@{k} "
-          f"{res[f'maj@{k}']:.3f}, pass@{k} {res[f'pass@{k}']:.3f} ({res.get('wall_s', 0):.0f} s)", flush=True)
+          f"{res[f'maj@{k}']:.3f}, pass@{k} {res[f'pass@{k}']:.3f} "
+          f"({res.get('wall_s', 0):.0f} s{'' if trained_here else ', finished before or by another process'})",
+          flush=True)
 
 
 def same_sweep(spec: dict) -> dict:
@@ -299,15 +301,17 @@ def main(argv=None) -> int:
     for seed in seeds:  # seeds outermost: a sweep cut short still covers every level and method
         for level in prepared:
             for method in sweep["methods"]:
+                was_done = (level["dir"] / method / f"seed{seed}" / "final_k.json").exists()
                 res = run_cell(sweep, level, method, seed, acc, show)
                 if res is None:
                     elsewhere.append(f"{level['name']}/{method}/seed{seed}")
                 else:
-                    record(level, method, seed, res)
+                    record(level, method, seed, res, trained_here=not was_done)
+    elsewhere = [c for c in elsewhere if not (out / c / "final_k.json").exists()]  # still running elsewhere
     if elsewhere:
-        print(f"this process's share done in {time.time() - t0:.0f} s; {len(elsewhere)} cell(s) were being "
-              f"trained by another process ({', '.join(elsewhere)}): when it ends, python -m analysis.sweep {out}",
-              flush=True)
+        names = ", ".join(elsewhere[:3]) + (", ..." if len(elsewhere) > 3 else "")
+        print(f"this process's share done in {time.time() - t0:.0f} s; {len(elsewhere)} cell(s) are still being "
+              f"trained by another process ({names}): when it ends, python -m analysis.sweep {out}", flush=True)
     else:
         print(f"sweep done in {time.time() - t0:.0f} s: python -m analysis.sweep {out}", flush=True)
     return 0

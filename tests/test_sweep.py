@@ -144,7 +144,7 @@ def test_processes_sharing_out_split_cells_by_claim(tiny):
         (cell.parent / "seed0.claim").write_text(f"{socket.gethostname()}:{other.pid}")
         res = sweep("--config", str(d / "cfg.yaml"), "--quick", "--seeds", "0", "--out", str(out))
         assert res.returncode == 0, res.stderr[-3000:]
-        assert "1 cell(s) were being trained by another process (tiny/online_rft/seed0)" in res.stdout
+        assert "1 cell(s) are still being trained by another process (tiny/online_rft/seed0)" in res.stdout
         assert not (cell / "final_k.json").exists()  # left to its holder
     finally:
         other.kill()
