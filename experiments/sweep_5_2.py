@@ -175,22 +175,29 @@ def prepare_level(sweep: dict, level: str, out: Path, acc, show: bool) -> dict:
     base_dir, base_info = pipeline.sft_base(cfg, task, acc, show_progress=show)
     print(f"[{level}] SFT base {base_dir.name}: held-out greedy accuracy {base_info['eval_accuracy']:.3f}", flush=True)
     rows_k = heldout_rows(task, sweep["final_k_size"])
-    if not (lvl / "base_final_k.json").exists() and claims.acquire(lvl / "base_final_k.claim"):
-        model, tok = load_model_and_tokenizer(str(base_dir))
-        torch.manual_seed(10_000)
-        gen = Generator(tok, GenerationConfig(cfg.train.max_new_tokens, cfg.train.temperature))
-        curve = k_curve(model, gen, task, rows_k, sweep["final_k"])
-        write_json(lvl / "base_final_k.json", {**curve, "kl_ref": 0.0, "base_accuracy": base_info["eval_accuracy"],
-                                                "base": base_dir.name})
-        claims.release(lvl / "base_final_k.claim")
+    claim = lvl / "base_final_k.claim"  # another process evaluating the base: it writes the file, we go on
+    if not (lvl / "base_final_k.json").exists() and claims.acquire(claim):
+        try:
+            model, tok = load_model_and_tokenizer(str(base_dir))
+            torch.manual_seed(10_000)
+            gen = Generator(tok, GenerationConfig(cfg.train.max_new_tokens, cfg.train.temperature))
+            curve = k_curve(model, gen, task, rows_k, sweep["final_k"])
+            write_json(lvl / "base_final_k.json", {**curve, "kl_ref": 0.0,
+                                                    "base_accuracy": base_info["eval_accuracy"], "base": base_dir.name})
+        finally:
+            claims.release(claim)
     return {"name": level, "dir": lvl, "cfg": cfg, "task": task, "base_dir": base_dir, "base_info": base_info,
             "rows_k": rows_k}
+
+
+def cell_dir(level: dict, method: str, seed: int) -> Path:
+    return level["dir"] / method / f"seed{seed}"
 
 
 def run_cell(sweep: dict, level: dict, method: str, seed: int, acc, show: bool) -> dict | None:
     """Train one (level, method, seed) cell, or read it if finished -> its final_k.json; None while another
     process sharing the folder holds the cell's claim (it is training it)."""
-    run_dir = level["dir"] / method / f"seed{seed}"
+    run_dir = cell_dir(level, method, seed)
     done, claim = run_dir / "final_k.json", run_dir.with_name(run_dir.name + ".claim")
     if not done.exists():
         if not claims.acquire(claim):
@@ -301,15 +308,15 @@ def main(argv=None) -> int:
     for seed in seeds:  # seeds outermost: a sweep cut short still covers every level and method
         for level in prepared:
             for method in sweep["methods"]:
-                was_done = (level["dir"] / method / f"seed{seed}" / "final_k.json").exists()
+                was_done = (cell_dir(level, method, seed) / "final_k.json").exists()
                 res = run_cell(sweep, level, method, seed, acc, show)
                 if res is None:
-                    elsewhere.append(f"{level['name']}/{method}/seed{seed}")
+                    elsewhere.append(cell_dir(level, method, seed))
                 else:
                     record(level, method, seed, res, trained_here=not was_done)
-    elsewhere = [c for c in elsewhere if not (out / c / "final_k.json").exists()]  # still running elsewhere
+    elsewhere = [c for c in elsewhere if not (c / "final_k.json").exists()]  # still running elsewhere
     if elsewhere:
-        names = ", ".join(elsewhere[:3]) + (", ..." if len(elsewhere) > 3 else "")
+        names = ", ".join(str(c.relative_to(out)) for c in elsewhere[:3]) + (", ..." if len(elsewhere) > 3 else "")
         print(f"this process's share done in {time.time() - t0:.0f} s; {len(elsewhere)} cell(s) are still being "
               f"trained by another process ({names}): when it ends, python -m analysis.sweep {out}", flush=True)
     else:

@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from gcframe.batch import Batch
 
@@ -165,7 +164,5 @@ def token_logprobs(model, batch: Batch, temperature: float = 1.0, with_entropy: 
     if not with_entropy:
         return logp
     with torch.no_grad():  # H = −Σ_v p_v log p_v = lse − Σ_v p_v z_v, with p = softmax(z): one pass over V
-        lse = lse.detach()
-        entropy = (lse - (torch.exp(logits.detach() - lse.unsqueeze(-1)) * logits.detach()).sum(-1))
-        entropy = entropy * batch.completion_mask  # [N, T]
+        entropy = (lse - (torch.exp(logits - lse.unsqueeze(-1)) * logits).sum(-1)) * batch.completion_mask  # [N, T]
     return logp, entropy
