@@ -40,7 +40,7 @@ def cli_env() -> dict:
     return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
 
-def run_cli(*args: str, script: Path = COMPARE, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_cli(*args: str, script: Path = COMPARE, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True,
                           env=cli_env(), cwd=ROOT, timeout=timeout)
 
