@@ -17,9 +17,10 @@ sources (DPO's pairs, RFT's pool) are filled from the task's demonstrations: an 
 correctly, and building them is a one-off cost, not a per-step one. Ratios:
 
     limit         median step time / the sum of the step's essential passes, each timed alone in the same process
-                  on the step's own tensors, in their cheapest form (a group's prompt computed once): HF generate
-                  with KV cache, one no-grad forward per frozen model (π_ref, π_old, V_old), one forward+backward+
-                  clip+AdamW step per optimiser step of each trained model
+                  on the step's own tensors, in their cheapest form (a group's prompt computed once): KV-cache
+                  decoding (sampling.decode) for as many tokens as the step's generation ran, one no-grad forward
+                  per frozen model (π_ref, π_old, V_old), one forward+backward+clip+AdamW step per optimiser step of
+                  each trained model
     grpo_vs_ppo   GRPO / PPO peak memory (RSS above the process's pre-model baseline) and step time; PPO's critic
                   is a copy of the policy's backbone (equal size)
     engine_vs_ce  SFT through the weighted-MLE engine (Trainer.train_step) / a plain cross-entropy loop (tokenise,
@@ -238,13 +239,13 @@ def make_trainer(method: str, size: Size, base_dir: str, run_dir: str, steps: in
 
 
 def record_generation(ctx) -> list:
-    """Wrap ctx.generator.generate: remember (model, prompt_ids, prompt_mask, max_new_tokens, n) of every call."""
+    """Wrap ctx.generator.generate: remember (model, prompt_ids, prompt_mask, n, decoding steps it ran) of every
+    call."""
     calls, inner = [], ctx.generator.generate
 
     def generate(model, prompts, n=1, temperature=None, max_new_tokens=None):
         batch = inner(model, prompts, n, temperature, max_new_tokens)
-        calls.append((model, batch.prompt_ids, batch.prompt_mask, max_new_tokens or ctx.generator.cfg.max_new_tokens,
-                      n))
+        calls.append((model, batch.prompt_ids, batch.prompt_mask, n, batch.completion_ids.shape[1]))
         return batch
 
     ctx.generator.generate = generate
@@ -280,7 +281,7 @@ def essential_passes(tr, batch, gen_call) -> dict[str, float]:
     import torch
 
     from gcframe.engine import prefix_shared_logits, position_ids, shared_prompts
-    from gcframe.sampling import shared_prefill
+    from gcframe.sampling import decode
     from gcframe.trainer import adamw
 
     policy, T, temp = tr.acc.unwrap_model(tr.policy), batch.completion_ids.shape[1], tr.tcfg.temperature
@@ -296,14 +297,10 @@ def essential_passes(tr, batch, gen_call) -> dict[str, float]:
 
     out = {}
     with torch.no_grad():
-        if gen_call is not None:
-            model, ids, mask, n_new, n = gen_call
-            tok = tr.tok
-            out["generate"] = _clock(lambda: model.generate(
-                input_ids=ids, attention_mask=mask, max_new_tokens=n_new, do_sample=temp > 0,
-                temperature=temp if temp > 0 else None, top_k=None, top_p=None,
-                pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-                **shared_prefill(model, ids[::n], mask[::n], n)))
+        if gen_call is not None:  # the same number of decoding steps as the step's own generation ran
+            model, ids, mask, n, steps = gen_call
+            out["generate"] = _clock(lambda: decode(model, ids, mask, n, steps, temp, tr.tok.eos_token_id,
+                                                    tr.tok.pad_token_id, stop_early=False))
         if "ref_logp" in batch.data:
             out["reference_forward"] = _clock(lambda: logits(tr.ctx.reference, batch))
         if "old_logp" in batch.data:

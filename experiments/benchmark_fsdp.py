@@ -11,7 +11,7 @@ both see the same load.
               exp_avg_sq, step), summed from the local tensors (`gcframe.sharding.local_bytes`: a DTensor counts
               its own shard): parameters and AdamW state after a step, gradients after a backward of the step's
               batch; π_ref (frozen: parameters only) reported beside them
-    decode    the step's `time_generate` (HF generate with KV cache, FSDP2's one all-gather per rollout included),
+    decode    the step's `time_generate` (KV-cache decoding, FSDP2's one all-gather per rollout included),
               median over the timed steps
 """
 from __future__ import annotations

@@ -313,12 +313,7 @@ class Trainer:
         t0 = time.perf_counter()
         if not self.policy.training:  # it trains; the passes that must not (sampling, π_old) use `evaluating`
             self.policy.train()
-        try:
-            batch = self.method.collect(step).to(self.acc.device)
-        except RuntimeError as e:  # torch.multinomial met NaN/inf probabilities: the policy's logits are not finite
-            if "probability tensor" not in str(e):
-                raise
-            raise FloatingPointError("logits") from None
+        batch = self.method.collect(step).to(self.acc.device)  # (FloatingPointError("logits") from the sampler)
         t1 = time.perf_counter()
         reuse = self.tcfg.epochs > 1 or self.tcfg.minibatches > 1
         with torch.no_grad():

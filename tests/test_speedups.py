@@ -56,7 +56,21 @@ def test_shared_prompts_only_when_a_group_really_shares_its_prompt(always_share,
     assert engine.shared_prompts(same) is None
 
 
-def test_shared_prefill_generation_has_the_same_logits(always_share):
+def _decode_beside_hf(model, ids, mask, n, steps, eos_id, pad_id, monkeypatch):
+    """(decode's greedy tokens and the logits it sampled from, HF generate's greedy output without any sharing)."""
+    seen, inner = [], sampling.sample_tokens
+    monkeypatch.setattr(sampling, "sample_tokens", lambda z, t: seen.append(z) or inner(z, t))
+    with torch.no_grad():
+        ours = sampling.decode(model, ids, mask, n, steps, 0.0, eos_id, pad_id)
+        hf = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=steps, do_sample=False, top_k=None,
+                            top_p=None, temperature=None, pad_token_id=pad_id, eos_token_id=eos_id,
+                            output_logits=True, return_dict_in_generate=True)
+    return ours, seen, hf
+
+
+def test_decoding_with_a_shared_prefill_is_hf_generate(always_share, monkeypatch):
+    """decode (the group's prompt prefilled once, one forward per token) against HF generate on every row: the same
+    greedy tokens and the same logits at every step."""
     torch.manual_seed(0)
     tok = build_char_tokenizer()
     model = build_tiny_llama(tok, TINY).eval()
@@ -65,17 +79,68 @@ def test_shared_prefill_generation_has_the_same_logits(always_share):
     from gcframe.batch import pad_left
 
     ids, mask = pad_left(rows, tok.pad_token_id)
-    kw = dict(input_ids=ids, attention_mask=mask, max_new_tokens=6, do_sample=False, top_k=None, top_p=None,
-              temperature=None, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-              output_logits=True, return_dict_in_generate=True)
-    with torch.no_grad():
-        shared = sampling.shared_prefill(model, ids[::n], mask[::n], n)
-        assert shared  # a cache was built
-        a = model.generate(**kw, **shared)
-        b = model.generate(**kw)
-    assert torch.equal(a.sequences, b.sequences)
-    for la, lb in zip(a.logits, b.logits):
+    assert sampling.shared_prefill(model, ids[::n], mask[::n], n)  # the decode below starts from a shared cache
+    ours, seen, hf = _decode_beside_hf(model, ids, mask, n, 6, None, tok.pad_token_id, monkeypatch)
+    assert torch.equal(ours, hf.sequences[:, ids.shape[1]:])
+    assert len(seen) == len(hf.logits) == 6
+    for la, lb in zip(seen, hf.logits):
         torch.testing.assert_close(la, lb, rtol=1e-5, atol=1e-5)
+
+
+def test_decoding_stops_when_every_row_has_ended_and_pads_after_eos(monkeypatch):
+    torch.manual_seed(0)
+    tok = build_char_tokenizer()
+    model = build_tiny_llama(tok, TINY).eval()
+    from gcframe.batch import pad_left
+
+    ids, mask = pad_left(encode_prompts(tok, ["12+34=", "5="]), tok.pad_token_id)
+    first = sampling.decode(model, ids, mask, 1, 1, 0.0, None, tok.pad_token_id)  # each row's greedy first token
+    eos = int(first[0, 0])  # call row 0's first token <eos>: row 0 ends at once, row 1 goes on
+    ours, _, hf = _decode_beside_hf(model, ids, mask, 1, 6, eos, tok.pad_token_id, monkeypatch)
+    assert torch.equal(ours, hf.sequences[:, ids.shape[1]:])
+    assert ours[0, 0] == eos and (ours[0, 1:] == tok.pad_token_id).all()  # pad after its <eos>
+    assert ours.shape[1] == 6 or (ours[:, -1] == eos).any()  # it ran on until the last row ended, or to the limit
+    assert (sampling.decode(model, ids[:1], mask[:1], 1, 6, 0.0, eos, tok.pad_token_id).shape == (1, 1))  # stops
+
+
+def test_a_model_that_fills_no_cache_decodes_the_same(monkeypatch):
+    """Decoding falls back to the whole sequence at every step when the model keeps no KV cache."""
+    torch.manual_seed(0)
+    tok = build_char_tokenizer()
+    model = build_tiny_llama(tok, TINY).eval()
+
+    class NoCache(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, **kw):
+            kw.pop(engine.cache_kwarg(self.m))
+            return self.m(**{**kw, "use_cache": False})
+
+    from gcframe.batch import pad_left
+
+    ids, mask = pad_left(encode_prompts(tok, ["12+34=", "5="]), tok.pad_token_id)
+    a = sampling.decode(model, ids, mask, 1, 5, 0.0, None, tok.pad_token_id)
+    b = sampling.decode(NoCache(model), ids, mask, 1, 5, 0.0, None, tok.pad_token_id)
+    assert torch.equal(a, b)
+
+
+def test_sampled_tokens_follow_the_softmax_at_the_temperature():
+    """Inverse-CDF sampling draws from softmax(z / T) exactly; a token of probability 0 is never drawn."""
+    p = torch.tensor([0.1, 0.2, 0.3, 0.0, 0.4])
+    z = p.log().expand(4000, 5)  # log 0 = -inf
+    torch.manual_seed(0)
+    for T, expected in [(1.0, p), (0.5, p ** 2 / (p ** 2).sum())]:  # T = 0.5: p² / Σp² = [.01 .04 .09 0 .16] / .30
+        draws = torch.cat([sampling.sample_tokens(z, T) for _ in range(25)])  # 100,000 draws
+        freq = torch.bincount(draws, minlength=5).double() / len(draws)
+        assert freq[3] == 0
+        sd = (expected * (1 - expected) / len(draws)).sqrt()  # binomial standard error, at most 0.0016
+        assert ((freq - expected).abs() <= 4 * sd + 1e-12).all(), (T, freq)
+    assert torch.equal(sampling.sample_tokens(torch.tensor([[0.0, 3.0, 1.0], [2.0, 0.0, 1.0]]), 0.0),
+                       torch.tensor([1, 0]))  # T = 0: greedy
+    with pytest.raises(FloatingPointError):
+        sampling.sample_tokens(torch.tensor([[0.0, float("nan"), 1.0]]), 1.0)
 
 
 def test_batched_encoding_is_the_per_text_encoding():
@@ -176,9 +241,9 @@ def test_a_runs_peak_memory_is_its_own_not_the_processes():
     assert 0 <= row["peak_rss_run_mb"] < 100  # its growth: a 10k-parameter model, its AdamW state, activations
 
 
-def test_shared_prefill_on_a_chat_model_under_lora_has_the_same_logits(always_share, tmp_path):
-    """Generation's shared prefill on a real BPE tokenizer with a chat template, through a peft LoRA model and its
-    adapter-disabled view (π_ref): the same greedy tokens and logits as a prefill of every row."""
+def test_decoding_a_chat_model_under_lora_is_hf_generate(always_share, tmp_path, monkeypatch):
+    """decode's shared prefill on a real BPE tokenizer with a chat template, through a peft LoRA model and its
+    adapter-disabled view (π_ref): the same greedy tokens and logits as HF generate with a prefill of every row."""
     from gcframe.batch import pad_left
     from gcframe.modeling import AdapterDisabled, load_model_and_tokenizer, prepare_policy
     from gcframe.tasks import TaskConfig, build_task
@@ -192,17 +257,12 @@ def test_shared_prefill_on_a_chat_model_under_lora_has_the_same_logits(always_sh
     task = build_task(TaskConfig(n_demos=4, n_heldout=4), tok)
     n, prompts = 3, [task.heldout[i]["prompt"] for i in range(2)]
     ids, mask = pad_left([r for r in encode_prompts(tok, prompts) for _ in range(n)], tok.pad_token_id)
-    kw = dict(input_ids=ids, attention_mask=mask, max_new_tokens=5, do_sample=False, top_k=None, top_p=None,
-              temperature=None, pad_token_id=tok.pad_token_id, eos_token_id=None, output_logits=True,
-              return_dict_in_generate=True)
     firsts = []
-    with torch.no_grad():
-        for m in (model, AdapterDisabled(model)):
-            shared = sampling.shared_prefill(m, ids[::n], mask[::n], n)
-            assert shared  # a cache was built
-            a, b = m.generate(**kw, **shared), m.generate(**kw)
-            assert torch.equal(a.sequences, b.sequences)
-            for la, lb in zip(a.logits, b.logits):
-                torch.testing.assert_close(la, lb, rtol=1e-5, atol=1e-5)
-            firsts.append(a.logits[0])
+    for m in (model, AdapterDisabled(model)):
+        assert sampling.shared_prefill(m, ids[::n], mask[::n], n)  # a cache was built
+        ours, seen, hf = _decode_beside_hf(m, ids, mask, n, 5, None, tok.pad_token_id, monkeypatch)
+        assert torch.equal(ours, hf.sequences[:, ids.shape[1]:])
+        for la, lb in zip(seen, hf.logits, strict=True):
+            torch.testing.assert_close(la, lb, rtol=1e-5, atol=1e-5)
+        firsts.append(seen[0])
     assert not torch.allclose(firsts[0], firsts[1])  # the adapter changed the policy: both paths were exercised
