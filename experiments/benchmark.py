@@ -307,9 +307,16 @@ def essential_passes(tr, batch, gen_call) -> dict[str, float]:
             out["old_forward"] = _clock(lambda: logits(policy, batch))
         for name, m in zip(tr.aux, tr.aux_models):
             out[f"{name}_forward"] = _clock(lambda: m(batch.input_ids, attn))
-    if not hasattr(tr, "_bench_opts"):  # separate optimisers (state allocated once, outside the timing)
+    if not hasattr(tr, "_bench_opts"):  # separate optimisers, their state allocated once outside the timing
         tr._bench_opts = [adamw(policy.parameters(), lr=1e-12)] + [adamw(m.parameters(), lr=1e-12)
                                                                      for m in tr.aux_models]
+        for opt in tr._bench_opts:  # a step on zero gradients creates AdamW's moments (no forward or backward)
+            for group in opt.param_groups:
+                for q in group["params"]:
+                    if q.requires_grad:  # (LoRA: the frozen base gets no state, as after a real backward)
+                        q.grad = torch.zeros_like(q)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
     mbs = batch.split(tr.tcfg.minibatches)
 
     def policy_update():  # with the run's gradient clipping: part of its optimiser step
@@ -331,13 +338,8 @@ def essential_passes(tr, batch, gen_call) -> dict[str, float]:
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-    first = len(tr._bench_opts[0].state) == 0
-    if first:
-        policy_update()
     out["policy_update"] = tr.tcfg.epochs * _clock(policy_update)
     for name, m, opt in zip(tr.aux, tr.aux_models, tr._bench_opts[1:]):
-        if first:
-            aux_update(m, opt)
         out[f"{name}_update"] = tr.tcfg.epochs * _clock(lambda: aux_update(m, opt))
     return out
 

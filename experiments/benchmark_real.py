@@ -54,9 +54,9 @@ class RealPlan:
     options: tuple  # OPTIONS measured for GRPO besides fp32 (the methods' GRPO row)
 
 
-QUICK = RealPlan(methods=("grpo", "ppo"), warmup=1, steps=1, limit_rounds=1, trl=(("grpo", "real", 1),),
-                 trl_warmup=0, trl_steps=2, options=())
-FULL = RealPlan(methods=None, warmup=1, steps=2, limit_rounds=3,
+QUICK = RealPlan(methods=("grpo", "ppo"), warmup=1, steps=0, limit_rounds=1, trl=(("grpo", "real", 1),),
+                 trl_warmup=0, trl_steps=1, options=())
+FULL = RealPlan(methods=None, warmup=1, steps=2, limit_rounds=7,
                 trl=(("grpo", "real", 2), ("grpo", "real-g4", 1), ("grpo", "real-g16", 1), ("rloo", "real", 1),
                      ("dpo", "real", 1)),
                 trl_warmup=1, trl_steps=2, options=("bf16", "lora", "grad_ckpt"))
