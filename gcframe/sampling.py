@@ -132,7 +132,6 @@ def decode(model, ids: torch.Tensor, mask: torch.Tensor, n: int, max_new_tokens:
     pos = engine.position_ids(attn)  # [N, P+T]
     seq, start = ids, cache.get_seq_length()  # the cache holds positions [0, start)
     done = torch.zeros(N, dtype=torch.bool, device=ids.device)
-    new = []
     for t in range(max_new_tokens):
         L = P + t  # tokens so far
         x = seq[:, start:]  # [N, L - start]: the ones the cache has not seen
@@ -140,13 +139,12 @@ def decode(model, ids: torch.Tensor, mask: torch.Tensor, n: int, max_new_tokens:
                        logits_to_keep=1, **{key: cache}).logits[:, -1]  # [N, V]: predicts token L
         start = L if cache.get_seq_length() == L else 0  # a model that fills no cache sees it all again next step
         tok = sample_tokens(logits, temperature).masked_fill(done, pad_id)  # [N]
-        new.append(tok)
-        seq = torch.cat([seq, tok[:, None]], 1)
+        seq = torch.cat([seq, tok[:, None]], 1)  # [N, L+1]
         if eos_id is not None:
             done |= tok == eos_id
         if stop_early and bool(done.all()):
             break
-    return torch.stack(new, 1) if new else ids.new_zeros(N, 0)
+    return seq[:, P:]  # [N, T']
 
 
 class Generator:
