@@ -29,7 +29,7 @@ import seaborn as sns  # noqa: E402
 import yaml  # noqa: E402
 
 from gcframe.errors import UserError, cli_entry  # noqa: E402
-from gcframe.runlog import read_jsonl  # noqa: E402
+from gcframe.runs.log import read_jsonl  # noqa: E402
 
 DPI = 100
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,

@@ -50,7 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
-from gcframe.memory import peak_rss_mb, reset_peak, rss_mb  # noqa: E402
+from gcframe.runs.memory import peak_rss_mb, reset_peak, rss_mb  # noqa: E402
 
 LR = 1e-4  # any value: timing does not depend on it; the TRL side uses the same
 
@@ -164,8 +164,13 @@ def build_base(size: Size, path: str) -> int:
         from experiments.benchmark_real import build_real_base
 
         return build_real_base(size, path)
-    from gcframe.modeling import (ModelConfig, build_char_tokenizer, build_tiny_llama, count_parameters,
-                                  save_model_and_tokenizer)
+    from gcframe.modeling import (
+        ModelConfig,
+        build_char_tokenizer,
+        build_tiny_llama,
+        count_parameters,
+        save_model_and_tokenizer,
+    )
 
     tok = build_char_tokenizer()
     tok.bos_token = None
@@ -280,7 +285,7 @@ def essential_passes(tr, batch, gen_call) -> dict[str, float]:
     their cheapest form: a group's prompt computed once (generation's prefill, the forwards), AdamW fused."""
     import torch
 
-    from gcframe.engine import prefix_shared_logits, position_ids, shared_prompts
+    from gcframe.engine import position_ids, prefix_shared_logits, shared_prompts
     from gcframe.sampling import decode
     from gcframe.trainer import adamw
 

@@ -208,13 +208,15 @@ def main(argv=None) -> int:
     cfg, seeds = build_config(args)
     names = method_names(args, cfg)
 
-    from gcframe import checkpoint, final_model, pipeline, reward_funcs, tracking
-    from gcframe.runlog import write_yaml
+    from gcframe import pipeline
+    from gcframe.rewards import functions as reward_funcs
+    from gcframe.runs import checkpoint, final_model, trackers
+    from gcframe.runs.log import write_yaml
     from gcframe.trainer import Trainer, make_accelerator
 
     cfg, task = pipeline.prepare(cfg)
     reward_funcs.attach(task, cfg.train)  # the user's reward functions, imported before anything is written
-    trackers = tracking.names(cfg.train.report_to)
+    tracker_names = trackers.names(cfg.train.report_to)
     acc = make_accelerator()
     out = prepare_out(args, acc)
     show = not args.no_progress
@@ -231,7 +233,7 @@ def main(argv=None) -> int:
     if cfg.train.reward == "reward_model":  # the seed's stage 2: r_φ trained once on preferences (cached)
         import json
 
-        from gcframe.reward_model import load_or_train
+        from gcframe.rewards.model import load_or_train
 
         rm, rm_info = load_or_train(cfg, task, base_dir, acc, show_progress=show)
         acc.print(f"reward model: held-out pairwise accuracy {rm_info['heldout_accuracy']:.3f} "
@@ -248,8 +250,8 @@ def main(argv=None) -> int:
             if res is None:
                 trainer = Trainer(run_cfg, name, run_dir, base_dir, task, acc, show_progress=show,
                                   reward_model=rm)
-                if trackers:
-                    trainer.logger.sinks.append(tracking.Tracker(acc, trackers, out, f"{label}/seed{seed}",
+                if tracker_names:
+                    trainer.logger.sinks.append(trackers.Tracker(acc, tracker_names, out, f"{label}/seed{seed}",
                                                                  trainer.cfg.to_dict()))
                 res = trainer.fit(resume=bool(args.resume))
                 final_model.finish(trainer, run_cfg.train.keep_checkpoints)  # RUN/final; checkpoints removed

@@ -53,6 +53,9 @@ class SFTBaseConfig:
     """Demonstrations per stage-1 step."""
     warmup_steps: int = 50
     """Linear learning-rate warm-up steps of stage 1."""
+    lr_schedule: str = "constant"
+    """After warm-up: constant, or cosine (decays to 0 at the last step, so the base ends where the loss has
+    settled rather than on a noisy point of a constant-lr trajectory)."""
 
 
 @dataclass
@@ -80,7 +83,9 @@ class TrainConfig:
     weight_decay: float = 0.0
     """AdamW weight decay."""
     warmup_steps: int = 0
-    """Linear learning-rate warm-up steps (constant afterwards)."""
+    """Linear learning-rate warm-up steps."""
+    lr_schedule: str = "constant"
+    """After warm-up: constant, or cosine (decays to 0 at train.steps)."""
     eval_every: int = 50
     """Evaluate held-out greedy accuracy every this many steps (and at the start and end)."""
     eval_size: int = 500
@@ -97,7 +102,7 @@ class TrainConfig:
     functions (your own, train.reward_funcs)."""
     reward_funcs: list = field(default_factory=list)
     """reward: functions: your reward functions as FILE.py:NAME, each (prompt, completion, answer) -> float, summed
-    with reward_weights (gcframe/reward_funcs.py)."""
+    with reward_weights (gcframe/rewards/functions.py)."""
     reward_weights: list = field(default_factory=list)
     """One weight per reward function (empty: 1 each)."""
     step_reward_func: str = ""
@@ -116,12 +121,12 @@ class TrainConfig:
     """Keep the resumable checkpoints once a run has finished (by default only its final model, RUN/final, stays)."""
     report_to: str = ""
     """Experiment trackers that also get every metrics row, comma-separated: tensorboard, trackio, wandb, mlflow
-    (gcframe/tracking.py; each an optional extra). Empty: metrics.jsonl only."""
+    (gcframe/runs/trackers.py; each an optional extra). Empty: metrics.jsonl only."""
 
 
 @dataclass
 class RewardModelConfig:
-    """The Bradley–Terry reward model r_φ and the preference data it (and DPO) trains on (gcframe.reward_model)."""
+    """The Bradley–Terry reward model r_φ and the preference data it (and DPO) trains on (gcframe.rewards.model)."""
 
     steps: int = 300
     """AdamW steps of reward-model training on the preference pairs."""
@@ -165,6 +170,7 @@ class RunConfig:
         return dataclasses.asdict(self)
 
 
+LR_SCHEDULES = ("constant", "cosine")
 POSITIVE = {"steps", "lr", "prompts_per_step", "group_size", "epochs", "minibatches", "batch_size",
             "eval_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_positions"}
 NON_NEGATIVE = {"max_new_tokens", "micro_batch_size", "grad_clip", "weight_decay", "eval_every",
@@ -250,6 +256,10 @@ def from_dict(raw: dict) -> RunConfig:
         raise UserError(f"train.shard must be one of {', '.join(SHARD_MODES)}, got '{cfg.train.shard}'")
     if cfg.train.shard == "fsdp2" and cfg.model.lora_rank:
         raise UserError("train.shard: fsdp2 with model.lora_rank > 0 is untested: set one of them to none / 0")
+    for section in ("sft_base", "train"):
+        if getattr(cfg, section).lr_schedule not in LR_SCHEDULES:
+            raise UserError(f"{section}.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, "
+                            f"got '{getattr(cfg, section).lr_schedule}'")
     if cfg.train.reward not in ("verifier", "reward_model", "process", "functions"):
         raise UserError(f"train.reward must be verifier, reward_model, process or functions, got '{cfg.train.reward}'")
     return cfg

@@ -14,10 +14,10 @@ import os
 import time
 from pathlib import Path
 
-from gcframe import claims
 from gcframe.config import RUNTIME_MODEL_OPTIONS, RunConfig, TrainConfig
 from gcframe.errors import UserError
-from gcframe.runlog import cache_root, publish_dir
+from gcframe.runs import claims
+from gcframe.runs.log import cache_root, publish_dir
 from gcframe.tasks import build_task
 
 
@@ -76,21 +76,33 @@ def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> t
         claims.release(lock)
 
 
+def stage1_config(cfg: RunConfig, eval_every: int = 0) -> RunConfig:
+    """The run config of stage 1: method `sft` on the demonstrations with the `sft_base` section's optimiser."""
+    s = cfg.sft_base
+    stage1 = copy.deepcopy(cfg)
+    stage1.train = TrainConfig(steps=s.steps, lr=s.lr, prompts_per_step=s.batch_size, group_size=1,
+                               warmup_steps=s.warmup_steps, lr_schedule=s.lr_schedule,
+                               max_new_tokens=cfg.train.max_new_tokens, eval_every=eval_every,
+                               eval_size=cfg.train.eval_size, eval_k=0, sample_every=0,
+                               checkpoint_every=0)  # not resumable: its folder is per process (pid)
+    stage1.seed = cfg.task.seed
+    stage1.model = dataclasses.replace(cfg.model, bf16=False, gradient_checkpointing=False, lora_rank=0)
+    return stage1
+
+
 def _train_sft_base(cfg: RunConfig, task, accelerator, d: Path, show_progress: bool) -> tuple[Path, dict]:
     """Stage 1: the tiny model trained from scratch on the demonstrations (method `sft`), published at `d`."""
-    from gcframe.modeling import build_char_tokenizer, build_tiny_llama, save_model_and_tokenizer
+    from gcframe.modeling import (
+        build_char_tokenizer,
+        build_tiny_llama,
+        save_model_and_tokenizer,
+    )
     from gcframe.trainer import Trainer
 
     tok = build_char_tokenizer()
     model = build_tiny_llama(tok, cfg.model, seed=cfg.task.seed)
     s = cfg.sft_base
-    stage1 = copy.deepcopy(cfg)
-    stage1.train = TrainConfig(steps=s.steps, lr=s.lr, prompts_per_step=s.batch_size, group_size=1,
-                               warmup_steps=s.warmup_steps, max_new_tokens=cfg.train.max_new_tokens,
-                               eval_every=0, eval_size=cfg.train.eval_size, eval_k=0, sample_every=0,
-                               checkpoint_every=0)  # not resumable: its folder is per process (pid)
-    stage1.seed = cfg.task.seed
-    stage1.model = dataclasses.replace(cfg.model, bf16=False, gradient_checkpointing=False, lora_rank=0)
+    stage1 = stage1_config(cfg)
     tmp = d.with_name(d.name + f".tmp{os.getpid()}")
     t0 = time.time()
     trainer = Trainer(stage1, "sft", tmp / "log", None, task, accelerator, policy=model, tok=tok,
@@ -109,7 +121,12 @@ def _train_sft_base(cfg: RunConfig, task, accelerator, d: Path, show_progress: b
 def prepare(cfg: RunConfig):
     """(resolved config, task) before anything is written: the model path is checked (a GGUF converted), its
     tokenizer decides the prompt format, and the longest prompt must fit the model's context."""
-    from gcframe.modeling import build_char_tokenizer, context_length, load_tokenizer, resolve_model_path
+    from gcframe.modeling import (
+        build_char_tokenizer,
+        context_length,
+        load_tokenizer,
+        resolve_model_path,
+    )
 
     if cfg.model.path:
         path = resolve_model_path(cfg.model.path)

@@ -13,7 +13,7 @@ What is sharded, over all W processes of the run (one device mesh):
 Deliberately replicated (every process holds a full copy):
     the "base" model      samples offline data (RFT's pool, DPO's preference set) on the main process alone,
                           before the others reach it, so it must not need collectives
-    the reward model r_φ  trained (`gcframe.reward_model.train`) and cached by the main process alone, and shared
+    the reward model r_φ  trained (`gcframe.rewards.model.train`) and cached by the main process alone, and shared
                           by every run of a comparison; frozen, it costs its parameters only (no grads, no AdamW)
 
 Shapes and the update do not change: FSDP2 averages gradients over processes (reduce-scatter) as DDP does
@@ -27,7 +27,9 @@ import functools
 import torch
 import torch.nn as nn
 
-from gcframe.config import SHARD_MODES as MODES  # "none", "fsdp2": train.shard, checked without torch
+from gcframe.config import (
+    SHARD_MODES as MODES,  # "none", "fsdp2": train.shard, checked without torch
+)
 from gcframe.errors import UserError
 
 
@@ -164,7 +166,10 @@ def local_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None
 
 # -- checkpoints: torch.distributed.checkpoint, every process writes its own shards -----------------------------
 def _stateful(trainer) -> dict:
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_state_dict,
+    )
 
     state = {}
     for i, (m, o) in enumerate([(trainer.policy, trainer.opt), *zip(trainer.aux_models, trainer.aux_opts)]):
@@ -187,7 +192,10 @@ def save_checkpoint(trainer, path) -> None:
 def load_checkpoint(trainer, path) -> None:
     """Inverse of `save_checkpoint`, in place (collective)."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict import (
+        set_model_state_dict,
+        set_state_dict,
+    )
 
     state = _stateful(trainer)
     dcp.load(state, checkpoint_id=str(path))
@@ -200,6 +208,9 @@ def load_checkpoint(trainer, path) -> None:
 def full_state_dict(model: nn.Module) -> dict:
     """The unsharded state dict, gathered shard by shard into the main process's CPU memory (the others get {}).
     Collective: every process calls it."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+    )
 
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))

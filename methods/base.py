@@ -23,7 +23,7 @@ from gcframe.engine import Normaliser, check_aggregation
 from gcframe.errors import UserError
 
 if TYPE_CHECKING:
-    from gcframe.trainer import Context
+    from gcframe.context import Context
 
 REGISTRY: dict[str, type["Method"]] = {}
 
@@ -62,7 +62,9 @@ class MethodConfig:
     @classmethod
     def from_dict(cls, values: dict, method: str) -> "MethodConfig":
         """Options from `methods.<method>` in a config: names and types checked, then `validate()`."""
-        from gcframe.config import _section  # the same checks as every other config section
+        from gcframe.config import (
+            _section,  # the same checks as every other config section
+        )
 
         return _section(cls, values or {}, f"methods.{method}")
 

@@ -2,7 +2,7 @@
 
     L_DPO = −E_{(q, o⁺, o⁻)} [ log σ(β(Δ⁺ − Δ⁻)) ],    Δ = Σ_t log π_θ(o_t|q,o_<t) − log π_ref(o_t|q,o_<t)
 
-Data: the offline preference set of gcframe.preferences (SFT-base samples judged by the simulated annotator),
+Data: the offline preference set of gcframe.rewards.preferences (SFT-base samples judged by the simulated annotator),
 shared with the reward model. One step draws P = B·G/2 pairs = B·G sequences (the equal budget); the two
 sequences of a pair share a group id, so minibatches and micro-batches never split a pair.
 
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from gcframe.batch import Batch
 from gcframe.errors import UserError
-from gcframe.preferences import PreferenceOptions, load_or_build, pair_batch
+from gcframe.rewards.preferences import PreferenceOptions, load_or_build, pair_batch
 from methods.base import Method, MethodConfig, register
 
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 import yaml
 
-from gcframe import checkpoint
-from gcframe.runlog import read_jsonl
+from gcframe.runs import checkpoint
+from gcframe.runs.log import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPARE = ROOT / "experiments" / "compare.py"
@@ -97,7 +97,9 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
         assert rows_without_timing(run / "metrics.jsonl") == rows_without_timing(ref / "metrics.jsonl")
         assert read_jsonl(run / "samples.jsonl") == read_jsonl(ref / "samples.jsonl")
     assert (killed / "summary.csv").read_text().count("\n") == 3  # header + two runs
-    from safetensors.torch import load_file  # the resumed run's final model is the uninterrupted run's, bit for bit
+    from safetensors.torch import (
+        load_file,  # the resumed run's final model is the uninterrupted run's, bit for bit
+    )
 
     resumed_w = load_file(killed / "grpo" / "seed1" / "final" / "model.safetensors")
     full_w = load_file(tmp_path / "full" / "grpo" / "seed1" / "final" / "model.safetensors")

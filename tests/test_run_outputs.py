@@ -7,12 +7,11 @@ import math
 
 import pytest
 import torch
-import yaml
 
 from gcframe import pipeline
 from gcframe.config import from_dict
 from gcframe.modeling import load_model_and_tokenizer
-from gcframe.runlog import cache_root, read_jsonl
+from gcframe.runs.log import cache_root, read_jsonl
 from tests.test_resume import TINY_CONFIG, run_cli, write_config
 
 
@@ -111,13 +110,13 @@ def test_lora_run_keeps_the_adapter_and_checkpoints_when_asked(tmp_path):
 def test_report_to_names_are_checked_before_anything_runs(monkeypatch):
     import importlib.util
 
-    from gcframe import tracking
     from gcframe.errors import UserError
+    from gcframe.runs import trackers
 
-    assert tracking.names("") == [] and tracking.names("none") == [] and tracking.names(" tensorboard ") == ["tensorboard"]
+    assert trackers.names("") == [] and trackers.names("none") == [] and trackers.names(" tensorboard ") == ["tensorboard"]
     with pytest.raises(UserError, match="unknown tracker 'tensorbord': choose from tensorboard, wandb, trackio"):
-        tracking.names("tensorbord")
+        trackers.names("tensorbord")
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "wandb" else real(n, *a))
     with pytest.raises(UserError, match=r"needs the wandb package: pip install 'gcframe\[wandb\]'"):
-        tracking.names("tensorboard,wandb")
+        trackers.names("tensorboard,wandb")

@@ -7,7 +7,13 @@ import torch
 
 from gcframe import engine, sampling
 from gcframe.modeling import ModelConfig, build_char_tokenizer, build_tiny_llama
-from gcframe.sampling import encode_completion, encode_completions, encode_prompt, encode_prompts, make_batch
+from gcframe.sampling import (
+    encode_completion,
+    encode_completions,
+    encode_prompt,
+    encode_prompts,
+    make_batch,
+)
 from gcframe.trainer import adamw
 
 TINY = ModelConfig(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64)
@@ -209,7 +215,7 @@ def test_the_policy_samples_in_eval_mode_and_a_step_that_never_samples_switches_
 def test_drawing_from_a_dataset_reads_the_same_rows_as_from_a_list():
     from datasets import Dataset
 
-    from gcframe.trainer import Context
+    from gcframe.context import Context
 
     rows = [{"prompt": f"{i}+1=", "completion": str(i + 1), "steps": [i, i + 1]} for i in range(7)]
     got = []
@@ -223,7 +229,7 @@ def test_drawing_from_a_dataset_reads_the_same_rows_as_from_a_list():
 
 def test_a_runs_peak_memory_is_its_own_not_the_processes():
     from experiments.benchmark import Size, build_base, make_trainer
-    from gcframe import memory
+    from gcframe.runs import memory
 
     if not memory.reset_peak() or memory.peak_rss_mb() is None:
         pytest.skip("this OS cannot restart the RSS peak (Linux >= 4.0 with /proc only)")
@@ -245,7 +251,11 @@ def test_decoding_a_chat_model_under_lora_is_hf_generate(always_share, tmp_path,
     """decode's shared prefill on a real BPE tokenizer with a chat template, through a peft LoRA model and its
     adapter-disabled view (π_ref): the same greedy tokens and logits as HF generate with a prefill of every row."""
     from gcframe.batch import pad_left
-    from gcframe.modeling import AdapterDisabled, load_model_and_tokenizer, prepare_policy
+    from gcframe.modeling import (
+        AdapterDisabled,
+        load_model_and_tokenizer,
+        prepare_policy,
+    )
     from gcframe.tasks import TaskConfig, build_task
     from tests.chat_models import build_chat_model
 

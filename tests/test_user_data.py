@@ -113,7 +113,7 @@ def rewards_file(tmp_path):
 
 
 def test_reward_functions_are_summed_with_weights(rewards_file):
-    from gcframe.reward_funcs import RewardFunctions
+    from gcframe.rewards.functions import RewardFunctions
 
     f = RewardFunctions([f"{rewards_file}:correct", f"{rewards_file}:brief"], [1.0, 0.5])
     batch = _Texts([{"prompt": "1+2=", "completion": "3", "answer": "3"},
@@ -131,7 +131,7 @@ def test_reward_functions_are_summed_with_weights(rewards_file):
     ("/no/such.py:correct", [], "is not a Python file"),
 ])
 def test_reward_function_errors_are_one_line(rewards_file, spec, weights, words):
-    from gcframe.reward_funcs import RewardFunctions
+    from gcframe.rewards.functions import RewardFunctions
 
     spec, words = spec.replace("{f}", str(rewards_file)), words.replace("{f}", str(rewards_file))
     with pytest.raises(UserError) as e:
@@ -141,8 +141,8 @@ def test_reward_function_errors_are_one_line(rewards_file, spec, weights, words)
 
 def test_step_reward_function_places_rewards_on_step_tokens(rewards_file):
     from gcframe.modeling import build_char_tokenizer
-    from gcframe.reward_funcs import step_function
     from gcframe.rewards import process_rewards
+    from gcframe.rewards.functions import step_function
     from gcframe.sampling import make_batch
 
     tok = build_char_tokenizer()

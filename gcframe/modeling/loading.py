@@ -20,7 +20,7 @@ from transformers.utils import logging as hf_logging
 
 from gcframe.errors import UserError
 from gcframe.modeling.tokenizers import configure_tokenizer
-from gcframe.runlog import cache_root, publish_dir
+from gcframe.runs.log import cache_root, publish_dir
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")  # "name" or "org/name"
 hf_logging.disable_progress_bar()  # no "Loading weights" bars between our own progress bars

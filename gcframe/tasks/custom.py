@@ -12,7 +12,7 @@ The prompt column is the question as the model should see it: in the plain forma
 A dataset with 'train' and 'test' splits takes its held-out rows from 'test'; one split is divided by a seeded
 permutation (held-out rows first). Verifier: a numeric answer is compared with the completion's final number
 (`answers.final_number`: after '####', in \\boxed{}, else the last number), any other answer with the stripped
-completion; one outcome step for process supervision. Rewards of your own: train.reward_funcs (gcframe.reward_funcs).
+completion; one outcome step for process supervision. Rewards of your own: train.reward_funcs (gcframe.rewards.functions).
 """
 from __future__ import annotations
 

@@ -23,8 +23,14 @@ from tqdm.auto import tqdm
 
 from gcframe.batch import Batch
 from gcframe.modeling import ScalarHeadModel, load_model_and_tokenizer
-from gcframe.preferences import PreferenceOptions, cache_key, derived_dir, load_or_build, pair_batch
-from gcframe.runlog import publish_dir
+from gcframe.rewards.preferences import (
+    PreferenceOptions,
+    cache_key,
+    derived_dir,
+    load_or_build,
+    pair_batch,
+)
+from gcframe.runs.log import publish_dir
 
 VERSION = 1
 

@@ -48,7 +48,7 @@ def process_rewards(batch: Batch, task, tok) -> tuple[torch.Tensor, torch.Tensor
     """Step verifier rewards placed at each step's last token -> (step_rewards [N, T], step_mask [N, T])."""
     N, T = batch.completion_ids.shape
     rewards, mask = torch.zeros(N, T), torch.zeros(N, T)
-    user_steps = getattr(task, "step_reward_func", None)  # train.step_reward_func (gcframe.reward_funcs.attach)
+    user_steps = getattr(task, "step_reward_func", None)  # train.step_reward_func (gcframe.rewards.functions.attach)
     for i, t in enumerate(batch.texts):
         steps = user_steps(t) if user_steps else task.step_rewards(t["completion"], t["steps"])
         if not steps:
@@ -74,7 +74,7 @@ def score(batch: Batch, task, tok, source: str = "verifier", reward_model=None) 
         batch.data["step_rewards"], batch.data["step_mask"] = step_r, step_m
         # the outcome-level reward of a process-supervised sample: mean step score (for logging)
         batch.data["rewards"] = (step_r.sum(-1) / step_m.sum(-1).clamp(min=1))
-    elif source == "functions":  # train.reward_funcs: Σ_k w_k f_k(prompt, completion, answer) (gcframe.reward_funcs)
+    elif source == "functions":  # train.reward_funcs: Σ_k w_k f_k(prompt, completion, answer) (gcframe.rewards.functions)
         batch.data["rewards"] = task.reward_functions.score(batch)
     elif source == "reward_model":
         if reward_model is None:

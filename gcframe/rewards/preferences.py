@@ -30,7 +30,7 @@ import torch
 
 from gcframe.batch import Batch
 from gcframe.errors import UserError
-from gcframe.runlog import publish_dir
+from gcframe.runs.log import publish_dir
 from gcframe.sampling import GenerationConfig, Generator, make_batch
 
 VERSION = 1  # bump when the construction changes: old caches are then ignored

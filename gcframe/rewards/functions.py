@@ -67,7 +67,9 @@ class RewardFunctions:
         self.funcs = [load_callable(s, "train.reward_funcs") for s in specs]
 
     def score(self, batch) -> torch.Tensor:
-        from gcframe.rewards import _checked  # the verifiers' check: a finite number, else the prompt and completion
+        from gcframe.rewards.scoring import (
+            _checked,  # the verifiers' check: a finite number, else the prompt and completion
+        )
 
         out = []
         for t in batch.texts:

@@ -14,8 +14,8 @@ import os
 import shutil
 from pathlib import Path
 
-from gcframe.checkpoint import SUBDIR
-from gcframe.runlog import publish_dir
+from gcframe.runs.checkpoint import SUBDIR
+from gcframe.runs.log import publish_dir
 
 FINAL = "final"
 

@@ -1,0 +1,119 @@
+"""What a method may use to build its batches (`Context`): prompts, demonstrations, the sampler, rewards, frozen models.
+
+It sits below both the trainer (which builds it) and the methods (which receive it), so neither imports the other.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+
+import torch
+from accelerate import Accelerator
+
+from gcframe import sharding
+from gcframe.batch import Batch
+from gcframe.config import RunConfig
+from gcframe.errors import UserError
+from gcframe.modeling import AdapterDisabled, evaluating
+from gcframe.rewards import score
+from gcframe.sampling import GenerationConfig, Generator, make_batch
+
+
+class Context:
+    """What a method may use to build its batches: prompts, demonstrations, the sampler, rewards, frozen models.
+
+    Frozen models are loaded lazily from the SFT base directory, so a run holds only what its method needs.
+    """
+
+    def __init__(self, cfg: RunConfig, task, tok, policy, base_dir, accelerator: Accelerator,
+                 dtype: torch.dtype = torch.float32):
+        self.cfg, self.task, self.tok, self.base_dir, self.acc = cfg, task, tok, base_dir, accelerator
+        self.dtype = dtype  # of the frozen copies (float64 in gcframe.verify)
+        self.policy = policy  # the model being trained (unwrapped)
+        self.rank, self.world = accelerator.process_index, accelerator.num_processes
+        self.generator = Generator(tok, GenerationConfig(cfg.train.max_new_tokens, cfg.train.temperature))
+        self.rng = torch.Generator().manual_seed(cfg.seed)
+        self._orders: dict[str, tuple[torch.Tensor, int]] = {}
+        self._frozen: dict[str, torch.nn.Module] = {}
+        self.reward_model = None  # set by the pipeline when train.reward == "reward_model"
+        self.timings: dict[str, float] = {}  # seconds per phase of the current step; the Trainer logs time_<name>
+        self.sharded = sharding.enabled(cfg.train.shard, self.world)  # FSDP2: π_ref is sharded like the policy
+
+    @contextlib.contextmanager
+    def timed(self, name: str):
+        """Add the wall time of the block to `self.timings[name]`."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
+
+    @property
+    def device(self):
+        return self.acc.device
+
+    def all_sum(self, t: torch.Tensor) -> torch.Tensor:
+        """Σ of a tensor over processes (itself in a single process): for statistics of the global batch."""
+        return self.acc.reduce(t.clone(), "sum") if self.world > 1 else t
+
+    # -- data order: the same seeded order on every process; each process takes its own shard ----------------
+    def draw(self, dataset, n: int, name: str) -> list[dict]:
+        """The next n rows of a seeded endless shuffle of `dataset` (global), this process's 1/world share."""
+        if n % self.world:
+            raise UserError(f"{n} sequences per step cannot be split over {self.world} processes: "
+                            "make prompts_per_step a multiple of the number of processes")
+        order, pos = self._orders.get(name, (torch.empty(0, dtype=torch.long), 0))
+        idx = []
+        while len(idx) < n:
+            if pos >= len(order):
+                order, pos = torch.randperm(len(dataset), generator=self.rng), 0
+            take = min(n - len(idx), len(order) - pos)
+            idx += order[pos:pos + take].tolist()
+            pos += take
+        self._orders[name] = (order, pos)
+        mine = idx[self.rank * n // self.world:(self.rank + 1) * n // self.world]
+        if isinstance(dataset, list):
+            return [dataset[i] for i in mine]
+        cols = dataset[mine]  # one read of a datasets.Dataset: {column: [values]}
+        return [dict(zip(cols, values)) for values in zip(*cols.values())]
+
+    # -- data sources ------------------------------------------------------------------------------------
+    def demonstrations(self, n: int) -> Batch:
+        """n (global) demonstrations from the limited SFT set, GC-ready."""
+        rows = self.draw(self.task.demos, n, "demos")
+        return make_batch(self.tok, [r["prompt"] for r in rows], [r["completion"] for r in rows],
+                          texts=[dict(r) for r in rows])
+
+    def rollout(self, n_prompts: int, group_size: int, model=None) -> Batch:
+        """prompts -> sampler -> rewards: `group_size` completions of each of n_prompts (global) prompts."""
+        rows = self.draw(self.task.prompts, n_prompts, "prompts")
+        model = model or self.policy
+        with self.timed("generate"), evaluating(model):  # (FSDP2: the Generator gathers the weights once)
+            batch = self.generator.generate(model, [r["prompt"] for r in rows], n=group_size)
+        with self.timed("score"):
+            for t, gid in zip(batch.texts, batch.group_ids.tolist()):
+                t.update(answer=rows[gid]["answer"], steps=rows[gid].get("steps", []))
+            return score(batch, self.task, self.tok, self.cfg.train.reward, self.reward_model)
+
+    # -- frozen models --------------------------------------------------------------------------------------
+    def frozen(self, name: str = "reference") -> torch.nn.Module:
+        """A frozen copy of the SFT base (eval mode, no grad): 'reference' is π_ref, 'base' samples offline data."""
+        if name not in self._frozen and self.cfg.model.lora_rank:  # the base is the policy, adapter off
+            self._frozen[name] = AdapterDisabled(self.policy)
+        if name not in self._frozen:
+            from gcframe.modeling import load_model_and_tokenizer
+
+            model, _ = load_model_and_tokenizer(str(self.base_dir), dtype=self.dtype)
+            model.to(self.device).eval().requires_grad_(False)
+            if self.sharded and name == "reference":  # "base" samples on the main process alone: replicated
+                sharding.shard(model, self.device, self.world)
+            self._frozen[name] = model
+        return self._frozen[name]
+
+    @property
+    def reference(self) -> torch.nn.Module:
+        return self.frozen("reference")
+
+    def refresh_reference(self) -> None:
+        """π_ref <- π_θ (the seed's 'Refreshing the Anchor')."""
+        self.reference.load_state_dict(self.policy.state_dict())
