@@ -1,0 +1,114 @@
+"""How much does the SFT base move under rounding alone? Stage 1 trained several times from the same config, with
+held-out greedy accuracy measured along the way.
+
+Each variant trains stage 1 (`gcframe.pipeline.stage1_config`) from the config's initial weights, changed only by
+what the variant names:
+
+    ref           the weights as built (what the cache would hold)
+    perturb-K     every weight + 1e-7 · N(0, 1), noise seed K: a change far below float32 training's own rounding
+    float64       the whole of stage 1 in float64 (no float32 accumulation)
+
+Run it at one thread and at two (`--threads`) to see the thread count's effect: BLAS sums in another order. The
+spread of the final accuracy over these variants is what a user on another CPU can expect; the curve shows
+whether the end point sits on a plateau or on a steep slope.
+
+    python experiments/base_stability.py --out results/base_stability            # the default config
+    python experiments/base_stability.py --sft-steps 500 --schedule constant ...  # another stage 1
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gcframe.errors import UserError, cli_entry  # noqa: E402
+
+DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", default=str(DEFAULT_CONFIG), help="config whose stage 1 is measured")
+    p.add_argument("--variants", default="ref,perturb-1,perturb-2,perturb-3,float64",
+                   help="comma-separated: ref, perturb-K (K = noise seed), float64")
+    p.add_argument("--eps", type=float, default=1e-7, help="scale of the weight perturbation")
+    p.add_argument("--sft-steps", type=int, help="override sft_base.steps")
+    p.add_argument("--schedule", choices=("constant", "cosine"), help="override sft_base.lr_schedule")
+    p.add_argument("--eval-every", type=int, default=50, help="held-out evaluation every this many stage-1 steps")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--label", default="", help="prefix of every variant's name in the CSV (e.g. the setup)")
+    p.add_argument("--out", required=True, help="folder of curves.csv (rows are appended, one file per setup)")
+    return p.parse_args(argv)
+
+
+def train_variant(cfg, task, variant: str, eps: float, eval_every: int) -> list[dict]:
+    import torch
+    from accelerate import Accelerator
+
+    from gcframe.modeling import build_char_tokenizer, build_tiny_llama
+    from gcframe.pipeline import stage1_config
+    from gcframe.runs.log import read_jsonl
+    from gcframe.trainer import Trainer
+
+    tok = build_char_tokenizer()
+    model = build_tiny_llama(tok, cfg.model, seed=cfg.task.seed)
+    dtype = torch.float32
+    if variant == "float64":
+        model, dtype = model.double(), torch.float64
+    elif variant.startswith("perturb-"):
+        g = torch.Generator().manual_seed(int(variant.split("-", 1)[1]))
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(eps * torch.randn(p.shape, generator=g, dtype=p.dtype))
+    elif variant != "ref":
+        raise UserError(f"unknown variant '{variant}': known are ref, perturb-K, float64")
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(stage1_config(cfg, eval_every), "sft", Path(tmp) / "log", None, task, Accelerator(cpu=True),
+                          policy=model, tok=tok, show_progress=False, dtype=dtype)
+        trainer.fit()
+        rows = read_jsonl(Path(tmp) / "log" / "metrics.jsonl")
+    losses = {r["step"] + 1: r["loss"] for r in rows if "loss" in r}
+    return [{"step": r["step"], "eval_accuracy": r["eval_accuracy"], "train_loss": losses.get(r["step"])}
+            for r in rows if "eval_accuracy" in r]
+
+
+@cli_entry
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import pandas as pd
+    import torch
+
+    from gcframe.config import from_dict, load_yaml, merge
+    from gcframe.pipeline import prepare
+    from gcframe.runs.env import write_env
+
+    torch.set_num_threads(args.threads)
+    raw = load_yaml(args.config)
+    raw.pop("run", None)  # compare.py's own section
+    over = {k: v for k, v in (("steps", args.sft_steps), ("lr_schedule", args.schedule)) if v is not None}
+    cfg, task = prepare(from_dict(merge(raw, {"sft_base": over})))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_env(out / f"env_{args.label or 'run'}_t{args.threads}.json")
+    csv = out / "curves.csv"
+    for variant in args.variants.split(","):
+        t0 = time.time()
+        rows = train_variant(cfg, task, variant, args.eps, args.eval_every)
+        df = pd.DataFrame(rows).assign(setup=args.label, variant=variant, threads=args.threads,
+                                       sft_steps=cfg.sft_base.steps, schedule=cfg.sft_base.lr_schedule,
+                                       train_s=round(time.time() - t0, 1))
+        df.to_csv(csv, mode="a", header=not csv.exists(), index=False)
+        last = rows[-1]
+        print(f"{args.label} {variant} threads={args.threads}: held-out accuracy {last['eval_accuracy']:.3f} "
+              f"after {last['step']} steps ({time.time() - t0:.0f} s); curve "
+              + " ".join(f"{r['eval_accuracy']:.2f}" for r in rows), flush=True)
+    print(f"curves in {csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

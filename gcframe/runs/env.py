@@ -1,0 +1,97 @@
+"""What made a result: the software, the machine and the code, written beside it as `env.json`.
+
+Two runs of the same commit can disagree because a library, the CPU's BLAS kernels or the thread count changed;
+this record is how a reader tells which. `describe(env)` is its one-line form, shown by the report and the README.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "accelerate", "peft", "trl", "numpy", "pandas",
+            "gguf")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_state(root: Path = ROOT) -> dict:
+    """The commit of the code and whether the tree had uncommitted changes (None outside a git checkout)."""
+    def git(*a):
+        return subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True, timeout=10)
+
+    try:
+        head = git("rev-parse", "HEAD")
+        if head.returncode:
+            return {"commit": None, "dirty": None}
+        status = git("status", "--porcelain", "--untracked-files=no")
+        return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def collect(argv: list[str] | None = None) -> dict:
+    """The environment of this process, as a JSON-ready dict."""
+    import torch
+
+    cfg = torch.__config__.show()
+    blas, lapack = (m.group(1) if (m := re.search(rf"\b{key}=([^,\s]+)", cfg)) else None
+                    for key in ("BLAS_INFO", "LAPACK_INFO"))
+    env = {
+        "python": platform.python_version(),
+        "torch": {"version": torch.__version__, "cuda": torch.version.cuda, "blas": blas, "lapack": lapack,
+                  "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                  "mkldnn": torch.backends.mkldnn.is_available()},
+        "packages": {p: _version(p) for p in PACKAGES if p != "torch"},
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "platform": platform.platform(),
+        **git_state(),
+        "command": " ".join([Path(sys.executable).name, *(sys.argv if argv is None else argv)]),
+    }
+    return env
+
+
+def write_env(path: str | Path, argv: list[str] | None = None) -> dict:
+    env = collect(argv)
+    Path(path).write_text(json.dumps(env, indent=1) + "\n")
+    return env
+
+
+def describe(env: dict) -> str:
+    """One line: torch and transformers versions, CPU capability, threads, CPU or GPU, commit (+ dirty)."""
+    if not env:
+        return "environment not recorded"
+    t = env.get("torch", {})
+    commit = (env.get("commit") or "no git")[:7] + ("+dirty" if env.get("dirty") else "")
+    return (f"torch {t.get('version')} ({t.get('cpu_capability')}), transformers "
+            f"{env.get('packages', {}).get('transformers')}, Python {env.get('python')}, {env.get('device')}: "
+            f"{env.get('cpu')}, {env.get('threads')} thread(s), commit {commit}")
+
+
+def load(path: str | Path) -> dict:
+    p = Path(path)
+    return json.loads(p.read_text()) if p.is_file() else {}
