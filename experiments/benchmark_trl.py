@@ -5,11 +5,12 @@ Both sides load the same saved untrained tiny Llama and char tokenizer (no <bos>
 float32 with no gradient checkpointing (TRL's defaults are bf16 and checkpointing on), with the same β, ε, G,
 completion length, loss normalisation, learning rate, grad clip and AdamW, and log every step. Data: the task's
 RL prompts with its own verifier as the reward (GRPO, RLOO), the demonstrations (SFT), pairs built from the
-demonstrations (DPO; benchmark.offline_rows). Step time = the interval between consecutive optimiser steps of the
-trainer's own loop (TRL: `on_step_end` callbacks; project: `train_step` + the metrics row written, as `fit` runs).
-Whole runs alternate (project, TRL, TRL, project, ...), each in a fresh process; the ratio is of the medians of the
-runs' median step times. Each project run also times its essential passes alone (benchmark.essential_passes): their
-sum over TRL's step is the floor, the ratio no framework could beat with the same model calls.
+demonstrations (DPO; bench_common.offline_rows). Step time = the interval between consecutive optimiser steps of
+the trainer's own loop (TRL: `on_step_end` callbacks; project: `train_step` + the metrics row written, as `fit`
+runs). Whole runs alternate (project, TRL, TRL, project, ...), each in a fresh process; the ratio is of the medians
+of the runs' median step times. Each project run also times its essential passes alone
+(bench_common.essential_passes): their sum over TRL's step is the floor, the ratio no framework could beat with the
+same model calls.
 """
 from __future__ import annotations
 
@@ -18,8 +19,18 @@ import io
 import tempfile
 import time
 
-from experiments.benchmark import (LR, ALL_SIZES, isolated, measure_method, median, offline_rows, ratio, run_config,
-                                   setup_process, task_of)
+from experiments.bench_common import (
+    ALL_SIZES,
+    LR,
+    isolated,
+    measure_method,
+    median,
+    offline_rows,
+    ratio,
+    run_config,
+    setup_process,
+    task_of,
+)
 
 METHODS = ("grpo", "rloo", "dpo", "sft")
 

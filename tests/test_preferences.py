@@ -215,7 +215,7 @@ def test_kl_ref_is_logged_only_for_samples_of_the_policy():
     do not (their KL is eval_kl_ref, measured on the policy's own samples)."""
     import tempfile
 
-    from experiments.benchmark import Size, build_base, make_trainer
+    from experiments.bench_common import Size, build_base, make_trainer
 
     size = Size("test", 32, 2, 4, 64, prompts=2, group=2, new_tokens=4)
     rows = {}

@@ -171,7 +171,7 @@ def test_fused_adamw_takes_the_same_step():
 
 @pytest.mark.parametrize("method,phases", [("grpo", {"generate", "score"}), ("ppo", {"generate", "score", "critic"})])
 def test_a_step_reports_its_phase_times(method, phases):
-    from experiments.benchmark import SIZES, Size, build_base, make_trainer
+    from experiments.bench_common import SIZES, Size, build_base, make_trainer
 
     size = Size("test", 32, 2, 4, 64, prompts=2, group=2, new_tokens=4)
     with tempfile.TemporaryDirectory() as tmp:
@@ -186,7 +186,7 @@ def test_a_step_reports_its_phase_times(method, phases):
 
 
 def test_the_policy_samples_in_eval_mode_and_a_step_that_never_samples_switches_no_mode():
-    from experiments.benchmark import Size, build_base, make_trainer
+    from experiments.bench_common import Size, build_base, make_trainer
 
     size = Size("test", 32, 2, 4, 64, prompts=2, group=2, new_tokens=4)
     with tempfile.TemporaryDirectory() as tmp:
@@ -228,7 +228,7 @@ def test_drawing_from_a_dataset_reads_the_same_rows_as_from_a_list():
 
 
 def test_a_runs_peak_memory_is_its_own_not_the_processes():
-    from experiments.benchmark import Size, build_base, make_trainer
+    from experiments.bench_common import Size, build_base, make_trainer
     from gcframe.runs import memory
 
     if not memory.reset_peak() or memory.peak_rss_mb() is None:
