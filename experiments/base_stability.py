@@ -21,6 +21,8 @@ import argparse
 import sys
 import tempfile
 import time
+
+import yaml
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -38,6 +40,8 @@ def parse_args(argv=None):
     p.add_argument("--eps", type=float, default=1e-7, help="scale of the weight perturbation")
     p.add_argument("--sft-steps", type=int, help="override sft_base.steps")
     p.add_argument("--schedule", choices=("constant", "cosine"), help="override sft_base.lr_schedule")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one config value (YAML syntax), e.g. task.n_demos=1000 or sft_base.lr=3.0e-4")
     p.add_argument("--eval-every", type=int, default=50, help="held-out evaluation every this many stage-1 steps")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--label", default="", help="prefix of every variant's name in the CSV (e.g. the setup)")
@@ -90,7 +94,14 @@ def main(argv=None) -> int:
     raw = load_yaml(args.config)
     raw.pop("run", None)  # compare.py's own section
     over = {k: v for k, v in (("steps", args.sft_steps), ("lr_schedule", args.schedule)) if v is not None}
-    cfg, task = prepare(from_dict(merge(raw, {"sft_base": over})))
+    raw = merge(raw, {"sft_base": over})
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or key.count(".") != 1:
+            raise UserError(f"--set {item!r}: write SECTION.KEY=VALUE, e.g. task.n_demos=1000")
+        section, name = key.split(".")
+        raw = merge(raw, {section: {name: yaml.safe_load(value)}})
+    cfg, task = prepare(from_dict(raw))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_env(out / f"env_{args.label or 'run'}_t{args.threads}.json")
@@ -100,6 +111,7 @@ def main(argv=None) -> int:
         rows = train_variant(cfg, task, variant, args.eps, args.eval_every)
         df = pd.DataFrame(rows).assign(setup=args.label, variant=variant, threads=args.threads,
                                        sft_steps=cfg.sft_base.steps, schedule=cfg.sft_base.lr_schedule,
+                                       n_demos=len(task.demos), sft_lr=cfg.sft_base.lr,
                                        train_s=round(time.time() - t0, 1))
         df.to_csv(csv, mode="a", header=not csv.exists(), index=False)
         last = rows[-1]

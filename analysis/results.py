@@ -1,0 +1,183 @@
+"""Results as data: collect an experiment's outputs into results/<name>/, and render the README's and the docs'
+tables from those files.
+
+    python -m analysis.results            # re-render every marked table in README.md and docs/*.md
+    python -m analysis.results --check    # exit 1 if a marked table differs from its CSV (tests/test_results.py)
+
+A table in a markdown file is marked by the CSV it shows:
+
+    <!-- result: default/table.csv -->
+    (generated: a markdown table, then one line naming the commit and environment that made it)
+    <!-- /result -->
+
+Never edit between the markers: change the result (experiments/reproduce.py) and render again.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from gcframe.errors import UserError, cli_entry
+from gcframe.runs import env as envinfo
+
+ROOT = Path(__file__).resolve().parents[1]
+MARK = re.compile(r"(<!-- result: (?P<csv>[\w./-]+) -->\n)(?P<body>.*?)(<!-- /result -->)", re.S)
+ENV_KEYS = ("commit", "dirty", "python", "cpu", "threads")  # seeds of one result must agree on these
+
+
+# -- collecting ----------------------------------------------------------------------------------------------------
+def _same_env(envs: list[dict]) -> dict:
+    """The environment shared by every part of a result; parts made in different ones are refused, not mixed."""
+    def key(e):
+        return {k: e.get(k) for k in ENV_KEYS} | {"torch": (e.get("torch") or {}).get("version"),
+                                                   "packages": e.get("packages")}
+    envs = [e for e in envs if e]
+    if not envs:
+        return envinfo.collect()
+    differ = [k for k in key(envs[0]) if any(key(e)[k] != key(envs[0])[k] for e in envs)]
+    if differ:
+        raise UserError(f"the parts of this result were made in different environments ({', '.join(differ)} "
+                        "differ): re-run them in one (delete the older run folders and reproduce again)")
+    return envs[0]
+
+
+def merge_seeds(runs: Path, seeds: list[int]) -> Path:
+    """One compare.py-shaped folder (runs/<name>/merged) whose <method>/seed<k> link to each seed's own run."""
+    merged = runs / "merged"
+    shutil.rmtree(merged, ignore_errors=True)
+    merged.mkdir(parents=True)
+    first = runs / f"seed{seeds[0]}"
+    for name in ("config.yaml", "gc_view.json", "reward_model.json"):
+        if (first / name).exists():
+            shutil.copy(first / name, merged / name)
+    frames = []
+    for s in seeds:
+        src = runs / f"seed{s}"
+        frames.append(pd.read_csv(src / "summary.csv"))
+        for run in src.glob(f"*/seed{s}"):
+            (merged / run.parent.name).mkdir(exist_ok=True)
+            (merged / run.parent.name / run.name).symlink_to(run.resolve(), target_is_directory=True)
+    pd.concat(frames).to_csv(merged / "summary.csv", index=False)
+    return merged
+
+
+def from_compare(runs: Path, seeds: list[int], results: Path, config: str) -> None:
+    """results/<name>/: summary.csv (a row per method and seed), table.csv (the report's table), findings.csv
+    (§5.2 paired differences), curves.png, gc_view.png, config.yaml, env.json."""
+    from analysis import report
+
+    merged = merge_seeds(runs, seeds)
+    env = _same_env([envinfo.load(runs / f"seed{s}" / "env.json") for s in seeds])
+    tables = report.Runs(merged)
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "env.json").write_text(json.dumps(env, indent=1) + "\n")
+    shutil.copy(merged / "config.yaml", results / "config.yaml")
+    summary = pd.read_csv(merged / "summary.csv")
+    summary.to_csv(results / "summary.csv", index=False, float_format="%.4f")
+    pd.DataFrame(report.summary_rows(tables)).to_csv(results / "table.csv", index=False)
+    findings = report.finding_rows(tables)
+    if findings:
+        pd.DataFrame(findings).to_csv(results / "findings.csv", index=False)
+    report.fig_learning_curves(tables, results / "curves.png")
+    if tables.gc and tables.gc.get("methods"):
+        report.fig_gc_view(tables, results / "gc_view.png")
+    print(f"{results}: {len(summary)} runs, {summary['method'].nunique()} methods, seeds {seeds}")
+
+
+def from_command(runs: Path, results: Path, keep: list[str]) -> None:
+    """results/<name>/: the files `keep` names (globs in the run folder) and env.json."""
+    results.mkdir(parents=True, exist_ok=True)
+    found = [f for pattern in keep for f in sorted(runs.glob(pattern)) if f.is_file()]
+    if not found:
+        raise UserError(f"{runs} holds none of {', '.join(keep)}: the experiment did not finish; run it again")
+    for f in found:
+        shutil.copy(f, results / f.name)
+    env = envinfo.load(runs / "env.json") or next((envinfo.load(p) for p in sorted(runs.glob("env*.json"))), {})
+    (results / "env.json").write_text(json.dumps(env or envinfo.collect(), indent=1) + "\n")
+    print(f"{results}: {', '.join(f.name for f in found)}")
+
+
+# -- rendering -------------------------------------------------------------------------------------------------------
+def render_table(csv: Path) -> str:
+    """The markdown table of a results CSV (every cell as written) and the line saying what made it."""
+    if not csv.is_file():
+        raise UserError(f"{csv} not found: make it with python experiments/reproduce.py {csv.parent.name}")
+    df = pd.read_csv(csv, dtype=str, keep_default_na=False)
+    lines = ["| " + " | ".join(df.columns) + " |", "|" + "|".join("---" for _ in df.columns) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in df.itertuples(index=False)]
+    env = envinfo.load(csv.parent / "env.json")
+    stamp = f"<sub>`results/{csv.parent.name}/{csv.name}` · {envinfo.describe(env)} · " \
+            f"`python experiments/reproduce.py {csv.parent.name}`</sub>"
+    return "\n".join(lines) + "\n\n" + stamp + "\n"
+
+
+def render_text(text: str, results: Path) -> str:
+    return MARK.sub(lambda m: m.group(1) + render_table(results / m.group("csv")) + m.group(4), text)
+
+
+def marked_files(root: Path) -> list[Path]:
+    return [p for p in [root / "README.md", *sorted((root / "docs").rglob("*.md"))] if p.is_file()]
+
+
+def render_all(root: Path = ROOT, results: Path | None = None) -> list[Path]:
+    """Re-render every marked table; returns the files that changed."""
+    results = results or root / "results"
+    changed = []
+    for path in marked_files(root):
+        text = path.read_text()
+        new = render_text(text, results)
+        if new != text:
+            path.write_text(new)
+            changed.append(path)
+    return changed
+
+
+def check(root: Path = ROOT, results: Path | None = None) -> list[str]:
+    """Problems: marked tables that differ from their CSV, results made with another commit than the others."""
+    results = results or root / "results"
+    problems, commits = [], {}
+    for path in marked_files(root):
+        for m in MARK.finditer(path.read_text()):
+            csv = results / m.group("csv")
+            if not csv.is_file():
+                problems.append(f"{path.relative_to(root)}: {m.group('csv')} not found in {results}")
+                continue
+            if m.group("body") != render_table(csv):
+                problems.append(f"{path.relative_to(root)}: the table of {m.group('csv')} differs from the CSV "
+                                "(run python -m analysis.results)")
+            env = envinfo.load(csv.parent / "env.json")
+            commits[csv.parent.name] = (env.get("commit") or "?")[:7] + ("+dirty" if env.get("dirty") else "")
+    return problems + provenance(commits)
+
+
+def provenance(commits: dict[str, str]) -> list[str]:
+    """Results made at different commits are named, never silently shown side by side."""
+    if len(set(commits.values())) <= 1:
+        return []
+    return ["results made at different commits: " + ", ".join(f"{k} {v}" for k, v in sorted(commits.items()))
+            + " (fine when the code between them does not change these results; say so where they are shown)"]
+
+
+@cli_entry
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--check", action="store_true", help="report tables that differ from their CSV; exit 1 if any")
+    p.add_argument("--results", default=str(ROOT / "results"), help="the results folder")
+    args = p.parse_args(argv)
+    if args.check:
+        problems = check(ROOT, Path(args.results))
+        print("\n".join(problems) or "every marked table matches its CSV")
+        return 1 if any("differs" in p or "not found" in p for p in problems) else 0
+    changed = render_all(ROOT, Path(args.results))
+    print("re-rendered: " + (", ".join(str(p.relative_to(ROOT)) for p in changed) or "nothing changed"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Regenerate a committed result: run its experiment, then copy what it found into results/<name>/.
+
+    python experiments/reproduce.py --list                  # the results and the command behind each
+    python experiments/reproduce.py default                 # the default comparison, 3 seeds
+    python experiments/reproduce.py default --seeds 0       # one seed (compare with results/default/summary.csv)
+    python experiments/reproduce.py default --quick         # a smoke run into runs/reproduce-quick (results/ untouched)
+    python experiments/reproduce.py --all                   # everything, in the order listed
+    python -m analysis.results                              # re-render the README's and docs' tables from results/
+
+Resumable: the same command again skips finished seeds and continues a killed one from its checkpoint.
+Parallel: start the same command in two shells, one thread each (OMP_NUM_THREADS=1); the processes split the
+seeds by claim files (gcframe.runs.claims), and whichever finishes last writes results/<name>/.
+
+A result folder holds what made it and what it found:
+    results/<name>/env.json      the environment (gcframe.runs.env): versions, CPU, threads, commit, command
+    results/<name>/config.yaml   the configuration
+    results/<name>/*.csv         the numbers (summary.csv: one row per method and seed; table.csv: the table shown)
+    results/<name>/*.png         the figure(s) the README or the docs show
+Runs themselves (metrics, samples, models) stay under runs/reproduce/<name>/ and are not committed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
+
+from gcframe.errors import UserError, cli_entry  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "experiments" / "configs"
+
+
+@dataclass
+class Recipe:
+    """How one result is made. kind 'compare': experiments/compare.py per seed, merged; 'command': one script."""
+
+    doc: str
+    kind: str
+    config: str = ""
+    """compare: the config file (experiments/configs/...)."""
+    seeds: list = field(default_factory=lambda: [0])
+    """compare: the seeds of the committed result."""
+    command: list = field(default_factory=list)
+    """command: the script and its arguments; OUT is replaced by the run folder."""
+    quick: list = field(default_factory=lambda: ["--quick"])
+    """Arguments that make the smoke version."""
+    keep: list = field(default_factory=list)
+    """command: files (globs, relative to the run folder) copied into results/<name>/."""
+
+
+RECIPES = {
+    "default": Recipe("the default comparison: 8 methods from the tiny SFT base, 100 steps, 3 seeds", "compare",
+                      "default.yaml", [0, 1, 2]),
+    "overoptimisation": Recipe("GRPO on the learned reward r_φ at three β: proxy against gold", "compare",
+                               "overoptimisation.yaml", [0, 1]),
+    "smollm2": Recipe("all eight methods on SmolLM2-135M-Instruct (LoRA), 3 seeds", "compare", "smollm2_all.yaml",
+                      [0, 1, 2]),
+    "base_stability": Recipe(
+        "the SFT base under rounding: stage 1 with weight perturbations, float64 and two thread counts", "command",
+        command=["experiments/base_stability.py", "--out", "OUT"], quick=["--sft-steps", "40", "--eval-every", "20",
+                                                                          "--variants", "ref,perturb-1"],
+        keep=["curves.csv", "stability.csv", "stability.png"]),
+    "estimators": Recipe("the estimator lab: baselines, std scaling and KL estimators at fixed policies", "command",
+                         command=["experiments/estimators.py", "--out", "OUT", "--overwrite"],
+                         keep=["*.csv", "lab.json", "report/*.png"]),
+    "atlas": Recipe("the update atlas: each method's step against the true policy gradient", "command",
+                    command=["experiments/atlas.py", "--out", "OUT"], keep=["*.csv", "*.json", "*.png",
+                                                                            "report/*.png"]),
+    "sweep_5_2": Recipe("DeepSeekMath §5.2 at CPU scale: difficulty x length x method x seed", "command",
+                        command=["experiments/sweep_5_2.py", "--out", "OUT"],
+                        keep=["report/*.csv", "report/*.png"]),
+    "benchmark": Recipe("speed and memory against the essential passes and TRL (toy sizes)", "command",
+                        command=["experiments/benchmark.py", "--out", "OUT/bench.json"], keep=["bench.json"]),
+}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("names", nargs="*", help="result names (see --list)")
+    p.add_argument("--all", action="store_true", help="every result, in the order of --list")
+    p.add_argument("--list", action="store_true", help="print the results and their commands, then exit")
+    p.add_argument("--quick", action="store_true", help="smoke versions into runs/reproduce-quick/ (results/ kept)")
+    p.add_argument("--seeds", help="compare results: comma-separated seeds (default: the result's own)")
+    p.add_argument("--runs", default=str(ROOT / "runs" / "reproduce"), help="where the runs go")
+    p.add_argument("--results", default=str(ROOT / "results"), help="where the result folders go")
+    return p.parse_args(argv)
+
+
+def chosen(args) -> list[str]:
+    if args.all:
+        return list(RECIPES)
+    if not args.names:
+        raise UserError("name a result (or --all): known results are " + ", ".join(RECIPES))
+    unknown = [n for n in args.names if n not in RECIPES]
+    if unknown:
+        raise UserError(f"unknown result(s) {', '.join(unknown)}: known results are {', '.join(RECIPES)} "
+                        "(see --list)")
+    return args.names
+
+
+def run(cmd: list[str]) -> None:
+    """Run one experiment script with this Python; its progress goes straight to this terminal."""
+    print("$ " + " ".join(cmd), flush=True)
+    code = subprocess.call([sys.executable, *cmd], cwd=ROOT)
+    if code:
+        raise UserError(f"'{' '.join(cmd)}' stopped with exit status {code}: its output above says why; the same "
+                        "reproduce command resumes from what it finished")
+
+
+def compare_seed(recipe: Recipe, seed: int, runs: Path, quick: bool) -> None:
+    """One seed of a compare result into runs/<name>/seed<k>, resumed if a killed process left it, skipped if done
+    or if another process holds its claim."""
+    from gcframe.runs import claims
+
+    out = runs / f"seed{seed}"
+    if (out / "summary.csv").exists():
+        print(f"{out}: finished, kept")
+        return
+    claim = out.with_name(out.name + ".claim")
+    runs.mkdir(parents=True, exist_ok=True)
+    if not claims.acquire(claim):
+        print(f"{out}: another process is running it")
+        return
+    try:
+        if (out / "config.yaml").exists():
+            cmd = ["experiments/compare.py", "--resume", str(out)]
+        else:
+            cmd = ["experiments/compare.py", "--config", str(CONFIGS / recipe.config), "--seeds", str(seed),
+                   "--out", str(out), *(recipe.quick if quick else [])]
+        run(cmd)
+    finally:
+        claims.release(claim)
+
+
+def reproduce(name: str, args) -> Path | None:
+    recipe = RECIPES[name]
+    runs = Path(args.runs + ("-quick" if args.quick else "")) / name
+    results = (Path(args.runs + "-quick") / "results" if args.quick else Path(args.results)) / name
+    from analysis import results as collect
+
+    if recipe.kind == "compare":
+        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else ([0] if args.quick else recipe.seeds)
+        for seed in seeds:
+            compare_seed(recipe, seed, runs, args.quick)
+        if not all((runs / f"seed{s}" / "summary.csv").exists() for s in seeds):
+            print(f"{name}: seeds still running elsewhere; the last process to finish writes {results}")
+            return None
+        collect.from_compare(runs, seeds, results, recipe.config)
+    else:
+        runs.mkdir(parents=True, exist_ok=True)
+        run([a.replace("OUT", str(runs)) for a in recipe.command] + (recipe.quick if args.quick else []))
+        collect.from_command(runs, results, recipe.keep)
+    return results
+
+
+@cli_entry
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.list:
+        for name, r in RECIPES.items():
+            what = f"compare.py --config experiments/configs/{r.config}, seeds {r.seeds}" if r.kind == "compare" \
+                else " ".join(r.command)
+            print(f"{name:<17} {r.doc}\n{'':<17} {what}")
+        return 0
+    names = chosen(args)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    made = [(n, reproduce(n, args)) for n in names]
+    for n, path in made:
+        print(f"{n}: " + (f"results in {path}" if path else "not complete yet (see above)"))
+    if not args.quick and any(p for _, p in made):
+        from analysis.results import render_all
+
+        changed = render_all(ROOT, Path(args.results))
+        print("tables re-rendered in " + (", ".join(map(str, changed)) if changed else "no file (none changed)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

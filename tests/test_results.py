@@ -1,0 +1,75 @@
+"""Results are data: the README's and the docs' marked tables are rendered from results/<name>/*.csv, and a table
+that differs from its CSV fails here (analysis.results)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis import results
+from gcframe.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {"commit": "abc1234def", "dirty": False, "python": "3.11.7", "cpu": "AMD EPYC", "threads": 1,
+       "device": "cpu", "torch": {"version": "2.13.0+cpu", "cpu_capability": "AVX512"},
+       "packages": {"transformers": "5.24.0"}}
+
+
+def test_every_marked_table_in_the_readme_and_docs_matches_its_csv():
+    problems = [p for p in results.check(ROOT) if "differs" in p or "not found" in p]
+    assert problems == []
+
+
+@pytest.fixture
+def tree(tmp_path):
+    (tmp_path / "results" / "toy").mkdir(parents=True)
+    (tmp_path / "results" / "toy" / "table.csv").write_text("method,accuracy\nsft,0.617 ± 0.010\ngrpo,0.685\n")
+    (tmp_path / "results" / "toy" / "env.json").write_text(json.dumps(ENV))
+    (tmp_path / "README.md").write_text("# x\n<!-- result: toy/table.csv -->\nstale\n<!-- /result -->\ntail\n")
+    return tmp_path
+
+
+def test_render_writes_the_csv_as_a_table_with_its_provenance(tree):
+    assert results.render_all(tree) == [tree / "README.md"]
+    text = (tree / "README.md").read_text()
+    assert "| method | accuracy |\n|---|---|\n| sft | 0.617 ± 0.010 |\n| grpo | 0.685 |\n" in text
+    assert "commit abc1234" in text and "torch 2.13.0+cpu (AVX512)" in text and text.endswith("tail\n")
+    assert results.check(tree) == [] and results.render_all(tree) == []  # idempotent
+
+
+@pytest.mark.parametrize("where", ["readme", "csv"])
+def test_check_fails_when_a_table_and_its_csv_disagree(tree, where):
+    results.render_all(tree)
+    if where == "readme":  # someone edits a number by hand
+        (tree / "README.md").write_text((tree / "README.md").read_text().replace("0.685", "0.700"))
+    else:  # the result is re-made, the README not re-rendered
+        (tree / "results" / "toy" / "table.csv").write_text("method,accuracy\nsft,0.600\ngrpo,0.685\n")
+    assert any("differs from the CSV" in p for p in results.check(tree))
+
+
+def test_results_from_different_commits_are_named(tree):
+    other = tree / "results" / "other"
+    other.mkdir()
+    (other / "table.csv").write_text("a\n1\n")
+    (other / "env.json").write_text(json.dumps({**ENV, "commit": "fff0000"}))
+    (tree / "README.md").write_text((tree / "README.md").read_text()
+                                    + "<!-- result: other/table.csv -->\n<!-- /result -->\n")
+    results.render_all(tree)
+    assert results.check(tree) == ["results made at different commits: other fff0000, toy abc1234 (fine when the "
+                                   "code between them does not change these results; say so where they are shown)"]
+
+
+def test_seeds_made_in_different_environments_are_refused_not_mixed():
+    assert results._same_env([ENV, dict(ENV)]) == ENV
+    with pytest.raises(UserError, match="different environments \\(torch differ\\)"):
+        results._same_env([ENV, {**ENV, "torch": {"version": "2.14.1"}}])
+
+
+def test_reproduce_names_the_known_results_for_an_unknown_one():
+    p = subprocess.run([sys.executable, "experiments/reproduce.py", "defualt"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.startswith("error: unknown result(s) defualt: known results are default, overoptimisation")
