@@ -77,7 +77,8 @@ class Method:
     """One line for --list-methods (default: the first line of the method's module docstring)."""
     Config: ClassVar[type[MethodConfig]] = MethodConfig
     uses_reference: ClassVar[bool] = False
-    """True: the engine fills batch.data['ref_logp'] [N, T] under the frozen reference π_ref once per batch."""
+    """True: the engine fills `batch.data["ref_logp"]` (log π_ref, `[N, T]`) under the frozen reference π_ref once per
+    batch."""
     needs_groups: ClassVar[bool] = False
     """True: the method compares completions of one prompt and needs group_size >= 2."""
 
