@@ -24,10 +24,11 @@ def _chunks(rows: list[dict], size: int):
 
 @torch.no_grad()
 def evaluate(model, generator: Generator, task, rows: list[dict], k: int = 0, batch_size: int = 256,
-             on_samples=None) -> dict:
+             on_samples=None, on_chunk=None) -> dict:
     """Counts over `rows` (held-out problems): greedy correct, and with k > 0 sampled pass@1 / pass@k / maj@k.
 
     Returns sums (not means) so that shards from several processes can be added before dividing by `n`.
+    `on_chunk(n)` is told each time n more problems are done (a progress bar).
     """
     out = Counter(n=len(rows))
     for chunk in _chunks(rows, batch_size):
@@ -48,6 +49,8 @@ def evaluate(model, generator: Generator, task, rows: list[dict], k: int = 0, ba
                 if votes:
                     top = votes.most_common(1)[0][0]
                     out["majk_correct"] += bool(task.verify(top, r["answer"]))
+        if on_chunk is not None:
+            on_chunk(len(chunk))
     return dict(out)
 
 

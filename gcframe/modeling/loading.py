@@ -52,9 +52,15 @@ def gguf_folder(gguf_file: str | Path) -> Path:
     out = cache_root() / "models" / f"{src.stem}-{_file_hash(src)}-v{GGUF_VERSION}"
     if (out / "config.json").is_file():
         return out
+    from gcframe.runs import progress
+
+    # transformers draws its own bar on a terminal; elsewhere a plain line every few seconds says it is converting
+    beat = progress.progress(desc=f"converting {src.name} into a Hugging Face folder (once; cached in {out})",
+                             unit=None, show=not progress.stderr_is_terminal())
     try:
-        tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
-        loaded = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
+        with beat:
+            tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
+            loaded = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
     except Exception as e:  # an unsupported architecture or a broken file
         raise UserError(f"cannot convert GGUF '{gguf_file}' ({_first_line(e)}): give a GGUF of an architecture "
                         "transformers reads (llama, mistral, qwen2, ...) or a Hugging Face folder") from None

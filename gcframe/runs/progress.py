@@ -1,0 +1,146 @@
+"""Progress of a long phase (stage-1 training, a method's steps, evaluation, verify's runs): a tqdm bar when stderr
+is a terminal, plain lines when it is not (a log file, a pipe, a notebook's captured stream), nothing when off.
+
+    for step in progress(range(steps), desc="grpo", unit="step", show=show):
+        ...
+
+Plain lines go to stderr every `PLAIN_EVERY_S` seconds while a phase lasts, and once more when it ends:
+
+    stage 1 (SFT base): 212/500 steps, 10 s
+    stage 1 (SFT base): 437/500 steps, 20 s
+    stage 1 (SFT base): 500/500 steps, 23 s (done)
+
+A pseudo-terminal may report a size of 0 x 0 (one created without a window size, as some harnesses and
+`pty.openpty` do): isatty() is true, yet tqdm draws nothing at all; such a terminal gets a bar 80 columns wide.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+PLAIN_EVERY_S = 10.0
+"""Seconds between two plain progress lines of one phase; a phase shorter than this prints nothing."""
+
+
+ENABLED = True
+"""False after `--no-progress` (compare.py): no bars and no lines anywhere, whatever a caller asks for."""
+
+
+def set_enabled(on: bool) -> None:
+    global ENABLED
+    ENABLED = on
+
+
+def stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stream
+        return False
+
+
+def terminal_columns(default: int = 80) -> int:
+    try:
+        cols = os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, AttributeError, ValueError):
+        cols = 0
+    return cols or default
+
+
+class PlainProgress:
+    """tqdm's interface (iterate, update, set_postfix, close) as plain lines on stderr: a line every `every`
+    seconds while the phase lasts (from a timer thread, so one long step or one long generation is not silent
+    either), and a closing line if any was printed. A phase shorter than `every` prints nothing."""
+
+    def __init__(self, iterable=None, total=None, desc: str = "", initial: int = 0, unit: str = "step",
+                 every: float | None = None, file=None):
+        self.iterable, self.desc, self.unit = iterable, desc, unit
+        self.every = PLAIN_EVERY_S if every is None else every
+        if total is None and iterable is not None and hasattr(iterable, "__len__"):
+            total = len(iterable) + initial
+        self.total, self.n, self.postfix, self.printed = total, initial, "", False
+        self.file = file or sys.stderr
+        self.t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._timer = threading.Thread(target=self._beat, daemon=True, name="gcframe-progress")
+        self._timer.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every):
+            self._line(done=False)
+
+    def _line(self, done: bool) -> None:
+        with self._lock:
+            of = f"/{self.total}" if self.total is not None else ""
+            count = f"{self.n}{of} {self.unit}s, " if self.unit else ""
+            post = f", {self.postfix}" if self.postfix else ""
+            end = " (done)" if done else ""
+            print(f"{self.desc}: {count}{time.monotonic() - self.t0:.0f} s{post}{end}", file=self.file, flush=True)
+            self.printed = True
+
+    def __iter__(self):
+        try:
+            for x in self.iterable:
+                yield x
+                self.update(1)
+        finally:
+            self.close()
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def set_postfix(self, ordered_dict=None, refresh=True, **kwargs) -> None:
+        items = {**(ordered_dict or {}), **kwargs}
+        self.postfix = ", ".join(f"{k}={v}" for k, v in items.items())
+
+    def close(self) -> None:
+        if not self._stop.is_set():
+            self._stop.set()
+            if self.printed:
+                self._line(done=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _Off:
+    def __init__(self, iterable=None):
+        self.iterable = iterable
+
+    def __iter__(self):
+        return iter(self.iterable)
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix(self, *a, **k) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+def progress(iterable=None, total=None, desc: str = "", initial: int = 0, unit: str = "step", show: bool = True,
+             leave: bool = False):
+    """A tqdm bar on a terminal, PlainProgress lines elsewhere, nothing with show=False (or after --no-progress).
+    unit=None: a phase without countable steps (plain lines give its elapsed time only)."""
+    if not (show and ENABLED):
+        return _Off(iterable)
+    if stderr_is_terminal():
+        from tqdm.auto import tqdm
+
+        size = {} if terminal_columns(0) else {"ncols": 80, "nrows": 24}  # a 0 x 0 pty: tqdm would draw nothing
+        return tqdm(iterable, total=total, desc=desc, initial=initial, unit=unit or "it", leave=leave, file=sys.stderr,
+                    dynamic_ncols=not size, **size)
+    return PlainProgress(iterable, total=total, desc=desc, initial=initial, unit=unit)
