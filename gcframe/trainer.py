@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import time
 from pathlib import Path
 
 import torch
 from accelerate import Accelerator
-from tqdm.auto import tqdm
 
 from gcframe import sharding
 from gcframe.batch import Batch
@@ -28,9 +28,10 @@ from gcframe.errors import UserError
 from gcframe.evaluate import COUNT_KEYS, evaluate, rates
 from gcframe.kl import k3
 from gcframe.modeling import count_parameters, evaluating, prepare_policy
-from gcframe.runs import checkpoint
+from gcframe.runs import checkpoint, health
 from gcframe.runs.log import RunLogger
 from gcframe.runs.memory import peak_rss_mb, reset_peak, rss_mb
+from gcframe.runs.progress import progress
 from methods.base import get_method
 
 
@@ -102,7 +103,7 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig, method_name: str, run_dir, base_dir, task, accelerator=None,
                  policy=None, tok=None, reward_model=None, show_progress: bool = True,
-                 dtype: torch.dtype = torch.float32):
+                 dtype: torch.dtype = torch.float32, label: str | None = None):
         from gcframe.modeling import load_model_and_tokenizer
 
         self.cfg, self.tcfg = cfg, cfg.train
@@ -150,6 +151,7 @@ class Trainer:
 
         self.logger = RunLogger(run_dir, enabled=self.acc.is_main_process)
         self.show_progress = show_progress and self.acc.is_main_process
+        self.label = label or f"{method_name} seed {cfg.seed}"  # how progress lines and messages name the run
         self.mb_gen = torch.Generator().manual_seed(cfg.seed + 1)
         self.gen_tokens = 0
         self.elapsed = 0.0
@@ -271,6 +273,11 @@ class Trainer:
         for key in ("rewards", "correct", "truncated"):
             if key in d:
                 tally.add(key, d[key])
+        grouped = "rewards" in d and "truncated" in d and self.tcfg.group_size > 1  # sampled groups of a prompt
+        if grouped:  # per sequence; groups are equal-sized, so the mean is the share of groups
+            from gcframe.advantages import zero_variance
+
+            tally.add("zero_var_groups", zero_variance(d["rewards"].double(), batch.group_ids).double())
         tally.all_sum(self.ctx)
         out = {"completion_len": tally.mean("completion_len"), "n_seqs": tally.count("completion_len"),
                "gc_mean": tally.mean("gc"), "gc_std": tally.std("gc"), "gc_pos_frac": tally.mean("gc_pos"),
@@ -285,7 +292,19 @@ class Trainer:
             out["accuracy"] = tally.mean("correct")
         if "truncated" in d:
             out["truncated_frac"] = tally.mean("truncated")
+        if grouped:
+            out["zero_var_groups"] = tally.mean("zero_var_groups")
         return out
+
+    def _check_health(self, row: dict) -> None:
+        """One line per kind when the last steps were starved (gcframe.runs.health): most completions cut off, or
+        most groups without reward variance."""
+        self.recent = (getattr(self, "recent", []) + [row])[-health.WINDOW:]
+        self.warned = getattr(self, "warned", set())
+        for kind, message in health.starvation(self.recent, max_new_tokens=self.tcfg.max_new_tokens).items():
+            if kind not in self.warned and self.acc.is_main_process:
+                self.warned.add(kind)
+                print(f"warning: {self.label}: {message}", file=sys.stderr, flush=True)
 
     def _mean_over_processes(self, row: dict) -> dict:
         """Each value averaged over the processes that measured it: a method may record a value on some processes
@@ -313,8 +332,11 @@ class Trainer:
         anchor = None
         if self.sharded and k and self.tcfg.temperature > 0 and not self.tcfg.ref_refresh_every:
             anchor = self.ctx.reference  # _sample_sums' KL anchor, loaded (and sharded) before the gather
-        with evaluating(model), sharding.gathered(model, anchor):
-            counts = evaluate(model, self.ctx.generator, self.task, rows, k=k, on_samples=self._sample_sums)
+        bar = progress(total=len(rows) * self.acc.num_processes, desc=f"{self.label}: evaluation at step {step}",
+                       unit="problem", show=self.show_progress)
+        with bar, evaluating(model), sharding.gathered(model, anchor):
+            counts = evaluate(model, self.ctx.generator, self.task, rows, k=k, on_samples=self._sample_sums,
+                              on_chunk=lambda n: bar.update(n * self.acc.num_processes))
         t = self.acc.reduce(torch.tensor([float(counts.get(c, 0)) for c in COUNT_KEYS], device=self.acc.device), "sum")
         res = rates(dict(zip(COUNT_KEYS, t.tolist())), k)
         return {"step": step, **res, "gen_tokens": self.gen_tokens, "time_s": self.elapsed}
@@ -347,9 +369,10 @@ class Trainer:
             last_eval = self.evaluate(0, self.tcfg.eval_k)
             self.logger.log(last_eval)
             self.initial_accuracy = last_eval["eval_accuracy"]
-        bar = tqdm(range(start, steps), initial=start, total=steps, desc=self.method.name,
-                   disable=None if self.show_progress else True, leave=False)  # None: off when not a terminal
+        bar = progress(range(start, steps), initial=start, total=steps, desc=self.label,
+                       show=self.show_progress)  # a bar on a terminal, plain lines elsewhere
         for step in bar:
+            self.step = step  # where a Ctrl-C stopped it (compare.py's line)
             try:
                 row, batch = self.train_step(step)
             except FloatingPointError as e:  # nothing of this step was logged or applied
@@ -358,6 +381,7 @@ class Trainer:
                 raise UserError(f"method '{self.method.name}' produced non-finite {e} at step {step}: "
                                 f"lower the learning rate or check the rewards ({kept})") from None
             self.logger.log(row)
+            self._check_health(row)
             if self.tcfg.sample_every and step % self.tcfg.sample_every == 0:
                 self.logger.samples(step, self._sample_rows(batch))
             done = step + 1

@@ -1,0 +1,46 @@
+"""A starved run says so: when most completions are cut off at train.max_new_tokens, or most prompt groups reward
+all their completions alike (zero variance: no advantage, nothing to learn), for several steps in a row, a policy
+gradient has little or nothing to learn from. The trainer prints one line per kind when it happens
+(`Trainer._check_health`), and the report repeats it (analysis.report) from the same rule over metrics.jsonl.
+
+The measured columns: `truncated_frac` (share of sampled completions that hit max_new_tokens) and
+`zero_var_groups` (share of prompt groups whose rewards are all equal), both logged every training step of a method
+that samples groups.
+"""
+from __future__ import annotations
+
+WINDOW = 5
+"""Consecutive training steps a fraction must stay at or above its threshold."""
+THRESHOLDS = {"truncated_frac": 0.25, "zero_var_groups": 0.5}
+
+
+def _message(kind: str, lo: float, hi: float, first: int, last: int, max_new_tokens=None) -> str:
+    steps = f"steps {first}-{last}"
+    if kind == "truncated_frac":
+        limit = f"train.max_new_tokens={max_new_tokens}" if max_new_tokens else "train.max_new_tokens"
+        return (f"{lo:.0%}-{hi:.0%} of completions were cut off at {limit} in each of {steps}: a cut-off answer "
+                "rarely scores, so there is little to learn; raise train.max_new_tokens")
+    return (f"{lo:.0%}-{hi:.0%} of prompt groups gave all their completions the same reward in each of {steps} "
+            "(zero variance: no learning signal); raise train.temperature or train.group_size, or use easier "
+            "problems (or a stronger base)")
+
+
+def starvation(rows: list[dict], window: int = WINDOW, max_new_tokens=None) -> dict[str, str]:
+    """{column: message} for each measured fraction that stayed at or above its threshold for `window` consecutive
+    training rows (the first such stretch, extended while it lasts). Evaluation rows are skipped."""
+    train = [r for r in rows if "loss" in r]
+    found = {}
+    for kind, threshold in THRESHOLDS.items():
+        stretch: list[dict] = []
+        for r in train + [{}]:  # a sentinel ends the last stretch
+            v = r.get(kind)
+            if v is not None and v >= threshold:
+                stretch.append(r)
+                continue
+            if len(stretch) >= window:
+                vals = [s[kind] for s in stretch]
+                found[kind] = _message(kind, min(vals), max(vals), stretch[0]["step"], stretch[-1]["step"],
+                                       max_new_tokens)
+                break
+            stretch = []
+    return found
