@@ -11,12 +11,13 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 from gcframe.config import RUNTIME_MODEL_OPTIONS, RunConfig, TrainConfig
 from gcframe.errors import UserError
-from gcframe.runs import claims
+from gcframe.runs import claims, progress
 from gcframe.runs.log import cache_root, publish_dir
 from gcframe.tasks import build_task
 
@@ -69,11 +70,44 @@ def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> t
         time.sleep(2)
     if info_file.exists():
         claims.release(lock)
-        return d, json.loads(info_file.read_text())
+        return d, _evaluated_for(cfg, task, accelerator, d, json.loads(info_file.read_text()), show_progress)
     try:
         return _train_sft_base(cfg, task, accelerator, d, show_progress)
     finally:
         claims.release(lock)
+
+
+def eval_key(cfg: RunConfig, task) -> str:
+    """What the base's held-out greedy accuracy depends on beyond the cache key (task, model, stage 1): how many
+    held-out problems are evaluated and how many tokens each completion may take."""
+    return f"eval_size={min(cfg.train.eval_size, len(task.heldout))},max_new_tokens={cfg.train.max_new_tokens}"
+
+
+def _evaluated_for(cfg: RunConfig, task, accelerator, d: Path, info: dict, show_progress: bool) -> dict:
+    """`info` of a cached base with `eval_accuracy` measured under this run's evaluation settings: a figure the
+    base was given by whichever run trained or first evaluated it (gcframe.verify evaluates 8 problems) must not be
+    reported by a run that evaluates 100. Measured once per setting and kept in base_info.json's `evaluations`."""
+    key = eval_key(cfg, task)
+    evaluations = dict(info.get("evaluations") or {})
+    if key not in evaluations:
+        import tempfile
+
+        import torch
+
+        from gcframe.trainer import Trainer
+
+        with tempfile.TemporaryDirectory() as tmp, torch.random.fork_rng(devices=[]):  # the runs' RNG untouched
+            trainer = Trainer(stage1_config(cfg), "sft", Path(tmp) / "log", d, task, accelerator,
+                              show_progress=show_progress, label="SFT base")
+            evaluations[key] = trainer.evaluate(0)["eval_accuracy"]
+            del trainer
+        if accelerator.is_main_process:
+            fresh = json.loads((d / "base_info.json").read_text())  # another process may have added its own
+            fresh["evaluations"] = {**(fresh.get("evaluations") or {}), key: evaluations[key]}
+            tmp_file = d / f"base_info.json.tmp{os.getpid()}"
+            tmp_file.write_text(json.dumps(fresh, indent=1))
+            os.replace(tmp_file, d / "base_info.json")
+    return {**info, "evaluations": evaluations, "eval_accuracy": evaluations[key], "eval_key": key}
 
 
 def stage1_config(cfg: RunConfig, eval_every: int = 0) -> RunConfig:
@@ -104,12 +138,16 @@ def _train_sft_base(cfg: RunConfig, task, accelerator, d: Path, show_progress: b
     s = cfg.sft_base
     stage1 = stage1_config(cfg)
     tmp = d.with_name(d.name + f".tmp{os.getpid()}")
+    if show_progress and accelerator.is_main_process and progress.ENABLED:  # minutes, once per task and model
+        print(f"training the SFT base (stage 1: {s.steps} steps on {len(task.demos)} demonstrations), cached in {d} "
+              "for later runs", file=sys.stderr, flush=True)
     t0 = time.time()
     trainer = Trainer(stage1, "sft", tmp / "log", None, task, accelerator, policy=model, tok=tok,
-                      show_progress=show_progress)
+                      show_progress=show_progress, label="stage 1 (SFT base)")
     result = trainer.fit()
     info = {"eval_accuracy": result["final_accuracy"], "train_time_s": round(time.time() - t0, 1),
-            "steps": s.steps, "n_demos": len(task.demos), "key": base_key(cfg)}
+            "steps": s.steps, "n_demos": len(task.demos), "key": base_key(cfg),
+            "evaluations": {eval_key(cfg, task): result["final_accuracy"]}, "eval_key": eval_key(cfg, task)}
     if accelerator.is_main_process:
         save_model_and_tokenizer(accelerator.unwrap_model(trainer.policy), tok, tmp)
         (tmp / "base_info.json").write_text(json.dumps(info, indent=1))
