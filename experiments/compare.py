@@ -38,11 +38,12 @@ from gcframe.errors import UserError, cli_entry  # noqa: E402
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "default.yaml"  # used when no --config is given
 
 QUICK = {  # a smoke configuration: tiny SFT base, few steps, small batches
-    "task": {"n_heldout": 100},
+    "task": {"n_heldout": 100},  # only where the config leaves it unset: a user's data keeps its own sizes
     "sft_base": {"steps": 300, "batch_size": 64},
     "train": {"steps": 8, "prompts_per_step": 8, "group_size": 4, "eval_every": 0, "eval_size": 100,
               "sample_every": 4},
 }
+QUICK_PRETRAINED_EVAL_SIZE = 32  # --quick on a pretrained model: a real model's evaluation takes minutes per 100
 
 
 def parse_args(argv=None):
@@ -53,6 +54,9 @@ def parse_args(argv=None):
     p.add_argument("--methods", help="comma-separated method names or name@variant labels (default: the "
                    "config's run.methods, else every registered method)")
     p.add_argument("--steps", type=int, help="training steps per method")
+    p.add_argument("--eval-size", type=int, metavar="N", help="held-out problems per evaluation (train.eval_size)")
+    p.add_argument("--eval-every", type=int, metavar="N", help="evaluate every N steps, 0 = at the start and the end "
+                   "only (train.eval_every)")
     p.add_argument("--seeds", default=None, help="comma-separated seeds, e.g. 0,1,2 (default: the config's "
                    "run.seeds, else its seed)")
     p.add_argument("--out", help="output folder (default: runs/compare-<time>)")
@@ -74,9 +78,11 @@ def parse_args(argv=None):
 
 def build_config(args):
     """Built-in defaults <- --config YAML <- --quick <- flags; validated before anything is written."""
-    from gcframe.config import from_dict, load_yaml, merge
+    from gcframe.config import from_dict, load_yaml, merge, resolve_paths
 
     raw = resumed_config(args) if args.resume else load_yaml(args.config or DEFAULT_CONFIG)
+    if args.config and not args.resume:  # relative paths in a config file are read from the file's folder
+        raw = resolve_paths(raw, Path(args.config).expanduser().resolve().parent)
     run = raw.pop("run", None) or {}
     from_dict(raw)  # every layer is checked on its own: a bad value must not hide behind --quick or --steps  # compare.py's own section: which methods and seeds to run
     if not isinstance(run, dict) or set(run) - {"methods", "seeds"}:
@@ -88,10 +94,17 @@ def build_config(args):
     if args.seeds is None and run.get("seeds") is not None:
         seeds = run["seeds"] if isinstance(run["seeds"], list) else [run["seeds"]]
         args.seeds = ",".join(str(s) for s in seeds)
-    if args.quick:
-        raw = merge(raw, QUICK)
+    if args.quick:  # the task's sizes only where the config left them unset (a user's own data keeps its own)
+        quick = {**QUICK, "task": {k: v for k, v in QUICK["task"].items() if k not in (raw.get("task") or {})}}
+        if args.model or (raw.get("model") or {}).get("path"):  # a pretrained model: evaluation kept proportionate
+            quick = merge(quick, {"train": {"eval_size": QUICK_PRETRAINED_EVAL_SIZE}})
+        raw = merge(raw, quick)
     if args.steps is not None:
         raw = merge(raw, {"train": {"steps": args.steps}})
+    if args.eval_size is not None:
+        raw = merge(raw, {"train": {"eval_size": args.eval_size}})
+    if args.eval_every is not None:
+        raw = merge(raw, {"train": {"eval_every": args.eval_every}})
     if args.model:
         raw = merge(raw, {"model": {"path": args.model}})
     if args.report_to is not None:
@@ -109,7 +122,8 @@ def resumed_config(args) -> dict:
     from gcframe.config import load_yaml
 
     given = [f"--{k.replace('_', '-')}" for k in ("config", "methods", "steps", "seeds", "out", "model", "quick",
-                                                   "overwrite", "methods_from") if getattr(args, k)]
+                                                   "overwrite", "methods_from", "eval_size", "eval_every")
+             if getattr(args, k) not in (None, False)]
     if given:
         raise UserError(f"--resume takes the configuration from {args.resume}/config.yaml: drop {', '.join(given)}")
     if not (Path(args.resume) / "config.yaml").is_file():
@@ -166,14 +180,29 @@ def prepare_out(args, accelerator) -> Path:
     out = Path(args.out or f"runs/compare-{time.strftime('%Y%m%d-%H%M%S')}")
     if args.resume:
         return out  # checked by resumed_config
-    if out.exists() and any(out.iterdir()) and not args.overwrite:
-        raise UserError(f"output folder '{out}' already exists: choose another --out or pass --overwrite")
+    check_out(out, args.overwrite)
     if accelerator.is_main_process:
         if out.exists() and args.overwrite:
             shutil.rmtree(out)
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # a parent that is a file, no permission, a read-only disk
+            raise UserError(f"cannot create output folder '{out}' ({e.strerror or type(e).__name__}): choose "
+                            "another --out") from None
     accelerator.wait_for_everyone()
     return out
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """--out must be a folder to create (or, with --overwrite, to replace); never a file, which is not replaced."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out '{out}' is a file, not a folder: choose another --out (--overwrite replaces only "
+                        "output folders)")
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise UserError(f"output folder '{out}' already exists: choose another --out or pass --overwrite")
+    parent = next((p for p in out.absolute().parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise UserError(f"cannot create output folder '{out}': '{parent}' is a file: choose another --out")
 
 
 def quiet_library_bars() -> None:
@@ -188,9 +217,55 @@ def quiet_library_bars() -> None:
         sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
+SUMMARY_COLUMNS = ("method", "seed", "base_accuracy", "initial_accuracy", "final_accuracy", "time_s", "gen_tokens",
+                   "steps")
+"""summary.csv's columns, in this order, whether a run was trained now or read back by --resume."""
+
+
+def summary_row(label: str, seed: int, run_dir: Path, res: dict) -> dict:
+    """One summary.csv row. base_accuracy is this run's own step-0 evaluation (the base under this run's evaluation
+    settings), read from its metrics.jsonl, so a resumed or skipped run reports it too."""
+    from gcframe.runs.log import read_jsonl
+
+    path = run_dir / "metrics.jsonl"
+    start = next((r["eval_accuracy"] for r in (read_jsonl(path) if path.exists() else [])
+                  if r.get("step") == 0 and "eval_accuracy" in r), res.get("initial_accuracy"))
+    row = {"method": label, "seed": seed, "base_accuracy": start, "initial_accuracy": start, **res}
+    return {k: row.get(k) for k in SUMMARY_COLUMNS}
+
+
+def interrupted_line(out: Path, where: dict) -> str:
+    """What Ctrl-C leaves and how to continue: one line."""
+    from gcframe.runs import checkpoint
+
+    if not where.get("config_written"):
+        return "interrupted before anything was written: nothing to keep; run the command again"
+    resume = f"python experiments/compare.py --resume {out}"
+    trainer = where.get("trainer")
+    if trainer is None:
+        return f"interrupted ({where.get('phase', 'between runs')}); finished runs are kept in {out}; continue with: {resume}"
+    run_dir = trainer.logger.dir
+    ckpt = checkpoint.latest(run_dir)
+    kept = (f"its last checkpoint {ckpt} (step {int(ckpt.name.split('-')[-1])}) and the metrics rows up to it"
+            if ckpt else "no checkpoint yet (it restarts from step 0)")
+    step = getattr(trainer, "step", 0)
+    return (f"interrupted: {trainer.label} stopped after {step} of {trainer.tcfg.steps} steps; kept: the finished runs, "
+            f"{kept}; continue with: {resume}")
+
+
 @cli_entry
 def main(argv=None) -> int:
     args = parse_args(argv)
+    where: dict = {}  # what runs now, for the line Ctrl-C prints
+    try:
+        return _main(args, where)
+    except KeyboardInterrupt:
+        out = Path(args.out or ".")
+        print(interrupted_line(out, where), file=sys.stderr, flush=True)
+        return 130
+
+
+def _main(args, where: dict) -> int:
     if args.methods_from:  # the user's own methods, registered before any name is looked up
         from gcframe import plugins
 
@@ -198,6 +273,10 @@ def main(argv=None) -> int:
         plugins.load(args.methods_from)
     if args.no_progress or not sys.stderr.isatty():  # a redirected stderr gets no bars (tqdm's disable=None)
         quiet_library_bars()  # "Generating train split", "Converting and de-quantizing GGUF tensors"
+    if args.no_progress:
+        from gcframe.runs import progress
+
+        progress.set_enabled(False)  # no bars, and no plain progress lines either
     if args.list_methods:
         from gcframe.plugins import describe
         from methods import REGISTRY
@@ -207,10 +286,14 @@ def main(argv=None) -> int:
         return 0
     cfg, seeds = build_config(args)
     names = method_names(args, cfg)
+    if not args.resume:
+        args.out = args.out or f"runs/compare-{time.strftime('%Y%m%d-%H%M%S')}"
+        check_out(Path(args.out), args.overwrite)  # before a model is converted or a base trained
 
     from gcframe import pipeline
     from gcframe.rewards import functions as reward_funcs
     from gcframe.runs import checkpoint, final_model, trackers
+    from gcframe.runs.env import write_env
     from gcframe.runs.log import write_yaml
     from gcframe.trainer import Trainer, make_accelerator
 
@@ -223,12 +306,17 @@ def main(argv=None) -> int:
     if acc.is_main_process and not args.resume:
         extra = {"methods_from": args.methods_from} if args.methods_from else {}
         write_yaml(out / "config.yaml", {"methods_run": names, "seeds": seeds, **extra, **cfg.to_dict()})
+    if acc.is_main_process:  # what made these results: versions, BLAS, threads, commit (a resume: env.resume.json)
+        write_env(out / ("env.resume.json" if args.resume else "env.json"))
+    where["config_written"] = True
+    where["phase"] = "while the SFT base was trained (it is trained again on --resume)"
     base_dir, base_info = pipeline.sft_base(cfg, task, acc, show_progress=show)
     if base_info.get("pretrained"):
         acc.print(f"base model: {cfg.model.path} (pretrained, no stage 1; prompts: {task.fmt.name}; its held-out "
                   "accuracy is every run's step-0 evaluation)")
     else:
-        acc.print(f"SFT base: {base_dir} (held-out accuracy {base_info['eval_accuracy']:.3f})")
+        acc.print(f"SFT base: {base_dir} (held-out accuracy {base_info['eval_accuracy']:.3f} on "
+                  f"{min(cfg.train.eval_size, len(task.heldout))} problems)")
     rm = None
     if cfg.train.reward == "reward_model":  # the seed's stage 2: r_φ trained once on preferences (cached)
         import json
@@ -248,27 +336,35 @@ def main(argv=None) -> int:
             run_dir = out / label / f"seed{seed}"
             res = checkpoint.finished(run_dir, run_cfg.train.steps) if args.resume else None
             if res is None:
+                where["phase"] = f"while {label} seed {seed} was set up"
                 trainer = Trainer(run_cfg, name, run_dir, base_dir, task, acc, show_progress=show,
-                                  reward_model=rm)
+                                  reward_model=rm, label=f"{label} seed {seed}")
+                where["trainer"] = trainer
+                if acc.is_main_process:
+                    run_dir.mkdir(parents=True, exist_ok=True)
+                    write_env(run_dir / ("env.resume.json" if (run_dir / "env.json").exists() else "env.json"))
                 if tracker_names:
                     trainer.logger.sinks.append(trackers.Tracker(acc, tracker_names, out, f"{label}/seed{seed}",
                                                                  trainer.cfg.to_dict()))
                 res = trainer.fit(resume=bool(args.resume))
                 final_model.finish(trainer, run_cfg.train.keep_checkpoints)  # RUN/final; checkpoints removed
+                where.pop("trainer", None)
                 del trainer
-            rows.append({"method": label, "seed": seed, "base_accuracy": base_info.get("eval_accuracy", res.get("initial_accuracy")), **res})
+            where["phase"] = f"after {label} seed {seed} finished"
+            rows.append(summary_row(label, seed, run_dir, res))
             acc.print(f"{label:>12} seed {seed}: held-out accuracy {res['final_accuracy']:.3f} "
                       f"({res['steps']} steps, {res['time_s']:.0f} s)")
     if acc.is_main_process:
         import pandas as pd
 
-        df = pd.DataFrame(rows)
+        df = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
         df.to_csv(out / "summary.csv", index=False)
         table = df.groupby("method", sort=False).agg(
             base=("base_accuracy", "first"), final_mean=("final_accuracy", "mean"),
             final_std=("final_accuracy", "std"), seeds=("seed", "count"), time_s=("time_s", "mean"))
         print("\n" + table.to_string(float_format=lambda v: f"{v:.3f}"))
         print(f"\nresults: {out}/summary.csv; runs: {out}/<method>/seed<k>/metrics.jsonl")
+    where["phase"] = "while the GC view was computed (the runs are finished)"
     from analysis import gc_view
 
     gc_view.save(out, [(label, *run_config(cfg, label, seeds[0])) for label in names], base_dir, task, acc)

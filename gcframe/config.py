@@ -214,8 +214,65 @@ def _typed(value, default, where):
     else:
         ok = isinstance(value, type(default)) and not isinstance(value, bool)
     if not ok:
-        raise UserError(f"{where} must be {type_phrase(default)}, got {value!r}")
+        hint = ""
+        if isinstance(default, float) and isinstance(value, str):
+            try:
+                float(value)
+                hint = (f": YAML reads {value} as text (an exponent needs a decimal point): write "
+                        f"{_yaml_float(value)}")
+            except ValueError:
+                pass
+        raise UserError(f"{where} must be {type_phrase(default)}, got {value!r}{hint}")
     return value
+
+
+def _yaml_float(text: str) -> str:
+    """'5e-5' -> '5.0e-5': the spelling YAML reads as a number."""
+    mantissa, e, exponent = text.strip().lower().partition("e")
+    if e and "." not in mantissa:
+        mantissa += ".0"
+    return f"{mantissa}{e}{exponent}"
+
+
+DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+
+
+def _from(folder: Path, path: str, must_exist_here: bool) -> str:
+    """`path` read from `folder` when relative: when it exists there, or (must_exist_here False) when it exists
+    nowhere (the error then names the path looked for)."""
+    p = Path(path).expanduser()
+    if p.is_absolute() or not path:
+        return path
+    if (folder / p).exists() or (not must_exist_here and not p.exists()):
+        return str(folder / p)
+    return path  # found from the working directory (or a hub name): kept as written
+
+
+def resolve_paths(raw: dict, folder: Path) -> dict:
+    """Relative file paths in a config file are read from the file's folder, as config files' users expect:
+    task.path (a data file; a dataset name of the hub stays a name), model.path, train.reward_funcs and
+    train.step_reward_func (FILE.py:NAME). A path found only from the working directory is kept, for configs
+    written that way."""
+    import copy
+
+    raw = copy.deepcopy(raw)
+    task, model, train = (raw.get(k) if isinstance(raw.get(k), dict) else {} for k in ("task", "model", "train"))
+    if isinstance(task.get("path"), str):
+        task["path"] = _from(folder, task["path"], must_exist_here=not task["path"].lower().endswith(DATA_SUFFIXES))
+    if isinstance(model.get("path"), str) and not model["path"].startswith("package:"):
+        model["path"] = _from(folder, model["path"], must_exist_here=not model["path"].endswith(".gguf"))
+
+    def spec(s):
+        if not isinstance(s, str) or ":" not in s:
+            return s
+        path, _, name = s.rpartition(":")
+        return f"{_from(folder, path, must_exist_here=False)}:{name}"
+
+    if isinstance(train.get("reward_funcs"), list):
+        train["reward_funcs"] = [spec(s) for s in train["reward_funcs"]]
+    if train.get("step_reward_func"):
+        train["step_reward_func"] = spec(train["step_reward_func"])
+    return raw
 
 
 TYPE_PHRASES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list",

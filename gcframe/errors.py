@@ -10,7 +10,8 @@ class UserError(Exception):
 
 
 def cli_entry(main):
-    """Decorate a CLI `main`: a UserError prints `error: <message>` and exits 2."""
+    """Decorate a CLI `main`: a UserError prints `error: <message>` and exits 2; Ctrl-C exits 130 without a
+    traceback."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
@@ -19,5 +20,8 @@ def cli_entry(main):
         except UserError as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
+        except KeyboardInterrupt:  # Ctrl-C where the command has nothing more specific to say: no traceback
+            print("interrupted", file=sys.stderr)
+            sys.exit(130)
 
     return wrapper

@@ -34,6 +34,9 @@ def import_file(path: str | Path, flag: str = "--methods-from"):
     """Import a user's Python file once per process (its folder first on sys.path, so that it may import its
     neighbours) -> the module. `flag` names the option in error messages."""
     p = Path(path).expanduser()
+    if not p.exists():
+        where = "" if flag.startswith("--") else " (a relative path in a config file is read from its folder)"
+        raise UserError(f"{flag}: '{path}' not found: give the path of your .py file{where}")
     if not p.is_file() or p.suffix != ".py":
         raise UserError(f"{flag}: '{path}' is not a Python file: give the path of a .py file")
     key = str(p.resolve())

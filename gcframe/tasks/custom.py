@@ -45,12 +45,17 @@ def load_splits(path: str) -> tuple[datasets.Dataset, datasets.Dataset | None]:
     else:  # a folder or a hub spec "name" / "name:config"
         name, _, config = path.partition(":") if not os.path.isdir(path) else (path, "", "")
         args, kwargs = ((name, config) if config else (name,)), {}
+    empty = f"task.path '{path}' is empty: it holds no rows; give a file with one row per example"
     try:
         data = datasets.load_dataset(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 — malformed files, unknown names, no network
+        if os.path.isfile(path) and (isinstance(e, StopIteration) or "corresponds to no data" in str(e)):
+            raise UserError(empty) from None  # an empty JSONL raises StopIteration, a header-only CSV this
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         raise UserError(f"could not load task.path '{path}' ({type(e).__name__}: {first}): give a readable local "
                         "file or a dataset name datasets.load_dataset knows") from None
+    if not any(len(split) for split in data.values()):
+        raise UserError(empty)
     if "train" in data and "test" in data:
         return data["train"], data["test"]
     return data[next(iter(data))], None
