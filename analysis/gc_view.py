@@ -116,7 +116,7 @@ def compute(runs: list[tuple[str, str, object]], base_dir, task, accelerator, n_
                 trainer.logger.close()
             batch = probe_batch(task, trainer.tok, n_prompts)
             if result["probe"] is None:
-                result["probe"] = _describe(batch, trainer.tok)
+                result["probe"] = _describe(batch, trainer.tok, getattr(task, "fmt", None))
             rows = list(range(len(batch)))
             if name in PAIR_METHODS:
                 batch, rows = pair_rows(batch)
@@ -134,13 +134,31 @@ def compute(runs: list[tuple[str, str, object]], base_dir, task, accelerator, n_
     return result
 
 
-def _describe(batch: Batch, tok) -> list[dict]:
+SENTINEL = "\u2063QUESTION\u2063"
+
+
+def user_turn(prompt: str, fmt) -> str:
+    """The question inside a rendered prompt: a chat prompt's user turn without the template around it (the system
+    turn, role headers), found by rendering a sentinel question through the same format; a plain prompt as is."""
+    if fmt is None or not getattr(fmt, "chat", False):
+        return prompt
+    try:
+        before, _, after = fmt.render(SENTINEL, SENTINEL).partition(SENTINEL)
+    except Exception:  # noqa: BLE001 — a template that cannot render the sentinel: keep the prompt
+        return prompt
+    if prompt.startswith(before) and prompt.endswith(after) and len(prompt) >= len(before) + len(after):
+        return prompt[len(before):len(prompt) - len(after)]
+    return prompt
+
+
+def _describe(batch: Batch, tok, fmt=None) -> list[dict]:
     out = []
     for i, t in enumerate(batch.texts):
         n = int(batch.completion_mask[i].sum())
         ids = batch.completion_ids[i, :n].tolist()
         tokens = ["•" if x == tok.eos_token_id else tok.decode([x]) for x in ids]
-        out.append({"prompt": t["prompt"], "completion": t["completion"], "group": int(batch.group_ids[i]),
+        out.append({"prompt": t["prompt"], "question": user_turn(t["prompt"], fmt), "completion": t["completion"],
+                    "group": int(batch.group_ids[i]),
                     "reward": float(batch.data["rewards"][i]),
                     "step_rewards": [float(batch.data["step_rewards"][i, k]) for k in range(n)
                                      if batch.data["step_mask"][i, k] > 0],

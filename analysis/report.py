@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -341,36 +342,65 @@ def gc_scales(methods: dict, shared: bool = True) -> dict[str, float]:
     return {name: (top if shared else v) or 1.0 for name, v in own.items()}
 
 
+def _short(text: str, n: int) -> str:
+    """One line of at most n characters, an ellipsis where it was cut."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[:n - 1].rstrip() + "…"
+
+
+def gc_row_label(p: dict, question_chars: int = 34, completion_chars: int = 18) -> str:
+    """A GC-view row: the user turn's content (not the chat template around it) and the completion, each cut with
+    an ellipsis: "What is 11 plus 1? → 12  r=1"; an arithmetic prompt that ends in '=' reads on: "12+34=46"."""
+    question = p.get("question")
+    if not question:  # gc_view.json before `question` was recorded: the user turn of a chat prompt, by its markers
+        m = re.search(r"user(?:<\|end_header_id\|>)?\s*\n(.*?)(?:<\|im_end\|>|<\|eot_id\|>|</s>|\n<\||$)", p["prompt"], re.S)
+        question = m.group(1) if m and "<|" in p["prompt"] else p["prompt"]
+    question = _short(question, question_chars)
+    sep = "" if question.endswith("=") else " → "
+    return f"{question}{sep}{_short(p['completion'], completion_chars)}  r={p['reward']:g}"
+
+
 def fig_gc_view(runs: Runs, path: Path, shared_scale: bool = True) -> Path | None:
+    import textwrap
+
     gc = runs.gc
     if not gc or not gc.get("methods"):
         return None
     scales = gc_scales(gc["methods"], shared_scale)
     probe, methods = gc["probe"], gc["methods"]
     width = max(len(p["tokens"]) for p in probe)
-    chars = np.array([p["tokens"] + [""] * (width - len(p["tokens"])) for p in probe])
-    labels = [f"{p['prompt']}{p['completion']}  r={p['reward']:g}" for p in probe]
+    chars = np.array([[_short(t, 3) for t in p["tokens"]] + [""] * (width - len(p["tokens"])) for p in probe])
+    labels = [gc_row_label(p) for p in probe]
     n = len(methods)
     ncols = min(4, n)
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols + 1.5, 0.28 * len(probe) * nrows + 1.2 * nrows),
-                             squeeze=False)
+    label_in = 0.055 * max(len(lb) for lb in labels)  # the first column's row labels, in inches at 6 pt
+    panel_w = max(2.6, 0.16 * width + 1.0)  # the cells and the colour bar
+    fig_w = panel_w * ncols + label_in
+    fig, axes = plt.subplots(nrows, ncols, figsize=(fig_w, (0.2 * len(probe) + 0.7) * nrows + 0.9),
+                             squeeze=False, layout="constrained")
     for ax, (name, entry) in zip(axes.flat, methods.items()):
         mat = _gc_matrix(entry["gc"])
         mat = np.pad(mat, ((0, 0), (0, width - mat.shape[1])), constant_values=np.nan)
         vmax = scales[name]
-        sns.heatmap(mat, ax=ax, cmap="RdBu_r", center=0, vmin=-vmax, vmax=vmax, annot=chars, fmt="",
+        # vmin = -vmax centres the colours at 0 (seaborn's center= would recolour through the deprecated set_bad)
+        sns.heatmap(mat, ax=ax, cmap="RdBu_r", vmin=-vmax, vmax=vmax, annot=chars, fmt="",
                     annot_kws={"fontsize": 6}, cbar_kws={"shrink": 0.8}, linewidths=0.2, linecolor="white",
                     yticklabels=labels if ax in axes[:, 0] else False, xticklabels=False)
         ax.set_title(name, fontsize=9)
         ax.tick_params(axis="y", labelsize=6)
+        if ax.collections and ax.collections[0].colorbar is not None:
+            ax.collections[0].colorbar.ax.tick_params(labelsize=6)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     scale = (f"one colour scale for all panels, ±{max(scales.values()):.2g}" if shared_scale
              else "each panel its own colour scale")
-    fig.suptitle("GC per token on one probe set at the SFT base (red > 0 raises log π, blue < 0 lowers it; "
-                 f"• = <eos>; blank: not in the method's data; {scale})", fontsize=9)
-    return _save(fig, path)
+    title = ("GC per token on one probe set at the SFT base (red > 0 raises log π, blue < 0 lowers it; "
+             f"• = <eos>; blank: not in the method's data; {scale})")
+    fig.suptitle(textwrap.fill(title, max(40, int(fig_w * 14))), fontsize=9)  # wrapped to the figure: never clipped
+    fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.15)  # row labels and colour-bar ticks kept whole
+    plt.close(fig)
+    return path
 
 
 def fig_overoptimisation(runs: Runs, path: Path) -> Path | None:
@@ -424,7 +454,11 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
             "gc_view.png": fig_gc_view(runs, rep / "gc_view.png", gc_shared_scale),
             "overoptimisation.png": fig_overoptimisation(runs, rep / "overoptimisation.png")}
     k = runs.k
+    from gcframe.runs import env as envinfo
+    from gcframe.runs.health import starvation
+
     md = [f"# Head to head: {runs.out.name}\n",
+          f"Environment: {envinfo.describe(envinfo.load(runs.out / 'env.json'))}\n",
           f"Runs: {runs.n_runs} ({', '.join(runs.methods)}). Held-out metrics at the end of training: "
           f"greedy accuracy with its 95% t-interval over seeds; pass@1, maj@{k} and pass@{k} from {k} samples per "
           "problem; KL to π_ref is the per-token k3 mean over the policy's own held-out samples. Train time "
@@ -454,6 +488,15 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
                f"{runs.gc.get('note', '')}\n", _gc_table(runs)]
     for label, err in (runs.gc or {}).get("errors", {}).items():
         md.append(f"- GC view of {label} failed: {err}\n")
+    starved = []
+    for (method, seed), cfg in runs.configs.items():
+        rows = runs.train[(runs.train["method"] == method) & (runs.train["seed"] == seed)]
+        found = starvation(rows.sort_values("step").to_dict("records"),
+                           max_new_tokens=(cfg.get("train") or {}).get("max_new_tokens"))
+        starved += [f"- **{method} seed {seed}**: {message}" for message in found.values()]
+    if starved:  # the trainer printed these as the run went (gcframe.runs.health)
+        md += ["\n## Starved runs\n", "Runs whose completions were mostly cut off, or whose groups mostly had no "
+               "reward variance, for several steps in a row: little or nothing to learn from.\n", *starved, ""]
     md.append("\n## Figures\n")
     md += [f"- {note}" for note in dict.fromkeys(runs.notes)] + ([""] if runs.notes else [])
     for name, p in figs.items():

@@ -201,7 +201,7 @@ def _heat(ax, sub: pd.DataFrame, col: str, sw: Sweep, title: str, xlabel: str) -
     sig = sub.pivot(index="level", columns=col, values="significant").reindex(mean.index)
     annot = mean.map(lambda v: "" if pd.isna(v) else f"{v:+.2f}") + sig.map(lambda s: "*" if s else "")
     lim = max(float(np.nanmax(np.abs(mean.to_numpy()))) if mean.notna().any().any() else 0.0, 0.02)
-    sns.heatmap(mean, ax=ax, cmap="RdBu", center=0, vmin=-lim, vmax=lim, annot=annot, fmt="",
+    sns.heatmap(mean, ax=ax, cmap="RdBu", vmin=-lim, vmax=lim, annot=annot, fmt="",
                 annot_kws={"fontsize": 8}, cbar_kws={"label": "mean paired Δ"})
     ax.set_yticklabels([sw.label(lv) for lv in mean.index], rotation=0)
     ax.set_title(title, fontsize=10)
