@@ -8,7 +8,8 @@
 
 A config's `run: {methods: [...], seeds: [...]}` section says what to run (flags override it). A method key
 `name@variant` (e.g. `grpo@beta0`, options under `methods: {grpo@beta0: {beta: 0.0}}`) runs method `name` with
-those options over `methods.name`'s and is reported under the variant's label.
+those options over `methods.name`'s and is reported under the variant's label; a variant's `train: {...}` overrides
+train options for it alone (`grpo@g16: {train: {group_size: 16, prompts_per_step: 2}}`).
 
 Output (OUT = --out, default runs/compare-<time>):
     OUT/config.yaml                       the resolved configuration
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
+import dataclasses
 import os
 import shutil
 import sys
@@ -141,12 +144,22 @@ def resumed_config(args) -> dict:
 
 
 def run_config(cfg, label: str, seed: int):
-    """(method name, RunConfig) of one run: `name@variant` runs `name` with methods[label] over methods[name]."""
+    """(method name, RunConfig) of one run: `name@variant` runs `name` with methods[label] over methods[name]; a
+    `train:` mapping among a variant's options overrides the train section for that label alone (e.g. group_size)."""
     name = label.split("@", 1)[0]
     run_cfg = copy.deepcopy(cfg)
     run_cfg.seed = seed
     if name != label:
-        run_cfg.methods[name] = {**cfg.methods.get(name, {}), **cfg.methods[label]}
+        opts = dict(cfg.methods[label])
+        train = opts.pop("train", None)
+        run_cfg.methods[name] = {**cfg.methods.get(name, {}), **opts}
+        if train is not None:
+            from gcframe.config import _section
+
+            if not isinstance(train, dict):
+                raise UserError(f"methods.{label}.train must be a mapping of train options, got {train!r}")
+            run_cfg.train = _section(type(cfg.train), {**dataclasses.asdict(cfg.train), **train},
+                                     f"methods.{label}.train")
     return name, run_cfg
 
 
@@ -166,9 +179,9 @@ def method_names(args, cfg) -> list[str]:
         name, run_cfg = run_config(cfg, label, cfg.seed)
         cls = get_method(name)  # unknown name -> the known names
         cls.Config.from_dict(run_cfg.methods.get(name, {}), label)
-        if cls.needs_groups and cfg.train.group_size < 2:
+        if cls.needs_groups and run_cfg.train.group_size < 2:
             raise UserError(f"method '{name}' needs train.group_size >= 2 (groups of completions per prompt), "
-                            f"got {cfg.train.group_size}")
+                            f"got {run_cfg.train.group_size}")
     for key in cfg.methods:
         get_method(key.split("@", 1)[0])
     if len(set(names)) < len(names):
@@ -292,13 +305,16 @@ def _main(args, where: dict) -> int:
 
     from gcframe import pipeline
     from gcframe.rewards import functions as reward_funcs
-    from gcframe.runs import checkpoint, final_model, trackers
+    from gcframe.runs import checkpoint, claims, final_model, trackers
     from gcframe.runs.env import write_env
     from gcframe.runs.log import write_yaml
     from gcframe.trainer import Trainer, make_accelerator
+    from methods import get_method
 
     cfg, task = pipeline.prepare(cfg)
     reward_funcs.attach(task, cfg.train)  # the user's reward functions, imported before anything is written
+    for label in names:  # a method that cannot run on this model is refused before any run starts
+        get_method(label.split("@", 1)[0]).check_model(run_config(cfg, label, cfg.seed)[1], task, task.fmt.tok)
     tracker_names = trackers.names(cfg.train.report_to)
     acc = make_accelerator()
     out = prepare_out(args, acc)
@@ -329,12 +345,16 @@ def _main(args, where: dict) -> int:
         if acc.is_main_process:
             (out / "reward_model.json").write_text(json.dumps(rm_info, indent=1))
 
-    rows = []
+    rows, elsewhere = [], []  # elsewhere: cells another process holds
     for label in names:
         for seed in seeds:
             name, run_cfg = run_config(cfg, label, seed)
             run_dir = out / label / f"seed{seed}"
-            res = checkpoint.finished(run_dir, run_cfg.train.steps) if args.resume else None
+            res = checkpoint.finished(run_dir, run_cfg.train.steps)  # (by a second process sharing OUT)
+            claim = run_dir.with_name(run_dir.name + ".claim")  # processes sharing OUT (--resume OUT) split cells
+            if res is None and acc.num_processes == 1 and not claims.acquire(claim):
+                elsewhere.append((label, seed))
+                continue
             if res is None:
                 where["phase"] = f"while {label} seed {seed} was set up"
                 trainer = Trainer(run_cfg, name, run_dir, base_dir, task, acc, show_progress=show,
@@ -346,14 +366,26 @@ def _main(args, where: dict) -> int:
                 if tracker_names:
                     trainer.logger.sinks.append(trackers.Tracker(acc, tracker_names, out, f"{label}/seed{seed}",
                                                                  trainer.cfg.to_dict()))
-                res = trainer.fit(resume=bool(args.resume))
+                res = trainer.fit(resume=bool(args.resume) or run_dir.exists())  # a dead process's cell continues
                 final_model.finish(trainer, run_cfg.train.keep_checkpoints)  # RUN/final; checkpoints removed
                 where.pop("trainer", None)
                 del trainer
+                gc.collect()  # the run's models and optimiser state (held in reference cycles) before the next run
+                claims.release(claim)
             where["phase"] = f"after {label} seed {seed} finished"
             rows.append(summary_row(label, seed, run_dir, res))
             acc.print(f"{label:>12} seed {seed}: held-out accuracy {res['final_accuracy']:.3f} "
                       f"({res['steps']} steps, {res['time_s']:.0f} s)")
+    for label, seed in elsewhere:  # finished meanwhile by the other process: its row joins the summary
+        res = checkpoint.finished(out / label / f"seed{seed}", run_config(cfg, label, seed)[1].train.steps)
+        if res is None:
+            acc.print(f"{label} seed {seed} is still running in another process: the summary and the report are "
+                      f"left to it (or to `compare.py --resume {out}` once it has finished)")
+            return 0
+        rows.append(summary_row(label, seed, out / label / f"seed{seed}", res))
+    if elsewhere:
+        order = [(label, seed) for label in names for seed in seeds]
+        rows.sort(key=lambda r: order.index((r["method"], r["seed"])))
     if acc.is_main_process:
         import pandas as pd
 

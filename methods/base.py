@@ -87,6 +87,11 @@ class Method:
         self.ctx = ctx
         self.stats: dict[str, list[float]] = {}
 
+    @classmethod
+    def check_model(cls, cfg, task, tok) -> None:
+        """Before any run starts (compare.py, after the model's tokenizer is loaded and the task built): raise a
+        UserError naming this method and the fix if it cannot run on the configured model. Default: nothing."""
+
     # -- the API ---------------------------------------------------------------------------------------
     def collect(self, step: int) -> Batch:
         raise NotImplementedError

@@ -66,6 +66,32 @@ class PPO(Method):
         lm = load_model_and_tokenizer(str(base_dir), dtype=p.dtype)[0] if base_dir else ctx.policy
         self.critic = ScalarHeadModel.from_causal_lm(lm).to(device=p.device, dtype=p.dtype)
 
+    @classmethod
+    def check_model(cls, cfg, task, tok) -> None:
+        """The critic must be buildable on this model: its backbone (`lm.base_model`) plus a scalar head, built here
+        from the model's config with one layer (random weights, a fraction of a second) and run on a short sequence."""
+        if not cfg.model.path:
+            return  # the tiny Llama: its critic is tested
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        from gcframe.modeling import resolve_model_path
+
+        path = resolve_model_path(cfg.model.path)
+        try:
+            config = AutoConfig.from_pretrained(path)
+            if hasattr(config, "num_hidden_layers"):
+                config.num_hidden_layers = 1  # the structure is what is checked, not the depth
+            critic = ScalarHeadModel.from_causal_lm(AutoModelForCausalLM.from_config(config))
+            with torch.no_grad():
+                v = critic(torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 4, dtype=torch.long))
+            if tuple(v.shape) != (1, 4):
+                raise ValueError(f"values of shape {tuple(v.shape)} for a [1, 4] input")
+        except Exception as e:  # any reason the critic cannot be made: the message names it
+            raise UserError(f"method 'ppo' cannot build its critic (the model's backbone plus a scalar head) on "
+                            f"{cfg.model.path}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; drop "
+                            "ppo from --methods / run.methods, or use a model whose backbone gives hidden states "
+                            "(a Llama-like causal LM)") from None
+
     def auxiliary_models(self) -> dict[str, torch.nn.Module]:
         return {"critic": self.critic}  # the Trainer replaces self.critic by its prepared (maybe DDP) module
 

@@ -226,3 +226,110 @@ def test_shared_prompt_logprobs_and_gradients_on_a_chat_model(chat_dir, monkeypa
     torch.testing.assert_close(lp1, lp2, rtol=0, atol=1e-10)
     for a, b in zip(g1, g2):  # HF's RMSNorm computes in float32 even for a float64 model: ~1e-7 relative
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_grpo_ps_step_reward_agrees_with_the_outcome_in_chat_format(chat_tok):
+    """Chat completions are free text: a one-step task's process reward is the outcome verifier's reading (it was the
+    exact ';' field, so "50+58 is 108." earned 0 from grpo_ps and 1 from every other method)."""
+    chat = build_task(TaskConfig(n_demos=4, n_heldout=4, show_steps=False), chat_tok)
+    ans = chat.heldout[0]["answer"]
+    for text in (f"The sum is {ans}.", ans, f"{int(ans) + 1}", "no idea"):
+        assert chat.step_rewards(text, [ans]) == [(len(text), float(chat.verify(text, ans)))]
+    steps = build_task(TaskConfig(n_demos=4, n_heldout=4, operands=3, show_steps=True), chat_tok)
+    s = steps.heldout[0]["steps"]
+    text = f"First {s[0]}; then {s[1]}."
+    assert [r for _, r in steps.step_rewards(text, s)] == [1.0, 1.0]  # each ';' field read by its last number
+    plain = build_task(TaskConfig(n_demos=4, n_heldout=4, operands=3, show_steps=True))
+    assert [r for _, r in plain.step_rewards(f"{s[0]};{s[1]}", s)] == [1.0, 1.0]  # the plain format as before
+
+
+def _bad_input_config(tmp_path, **task):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(json.dumps({"task": {"n_demos": 8, "n_heldout": 8, **task},
+                               "train": {"steps": 1, "prompts_per_step": 2, "group_size": 2, "max_new_tokens": 4,
+                                         "eval_size": 4, "checkpoint_every": 0}}))
+    return cfg
+
+
+def test_chat_task_on_a_model_without_a_chat_template_is_refused_before_any_run(tmp_path):
+    d = build_chat_model(tmp_path / "m", chat_template=None)
+    out = tmp_path / "out"
+    r = run_cli("--config", _bad_input_config(tmp_path, prompt_format="chat"), "--model", str(d), "--methods",
+                "sft,grpo", "--out", str(out), "--no-progress", timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "has no chat template" in lines[0] and "prompt_format: plain" in lines[0]
+    assert not out.exists()
+
+
+def test_a_critic_that_cannot_be_built_is_refused_before_any_run(chat_dir, tmp_path, monkeypatch, capsys):
+    """PPO's critic (the model's backbone + a scalar head) is built from the model's config before any run starts;
+    a model it cannot be built on stops the comparison with one line naming ppo and the fix, nothing written."""
+    from experiments import compare
+    from gcframe.config import from_dict
+    from methods import ppo
+
+    cfg = from_dict({"model": {"path": str(chat_dir)}})
+    ppo.PPO.check_model(cfg, None, None)  # the tiny chat Llama: its critic builds and runs
+
+    def no_backbone(lm):
+        raise AttributeError("'CustomLM' object has no attribute 'base_model'")
+
+    monkeypatch.setattr(ppo.ScalarHeadModel, "from_causal_lm", staticmethod(no_backbone))
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        compare.main(["--config", str(_bad_input_config(tmp_path)), "--model", str(chat_dir), "--methods",
+                      "grpo,ppo", "--out", str(out), "--no-progress"])
+    assert e.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: method 'ppo' cannot build its critic")
+    assert "has no attribute 'base_model'" in lines[0] and "drop ppo from --methods" in lines[0]
+    assert not out.exists()
+
+
+def test_two_processes_split_the_cells_and_resume_finishes_the_table(chat_dir, tmp_path):
+    """A cell claimed by another live process is left to it (no summary yet); `--resume OUT` then runs what is left
+    and writes the summary of every cell (experiments/configs/smollm2_*.yaml run as two such processes)."""
+    import os
+    import socket
+
+    import pandas as pd
+
+    out, cfg = tmp_path / "out", _bad_input_config(tmp_path)
+    r = run_cli("--config", cfg, "--model", str(chat_dir), "--methods", "sft,grpo", "--seeds", "0,1",
+                "--out", str(out), "--no-progress", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    first = pd.read_csv(out / "summary.csv")
+    import shutil
+
+    shutil.rmtree(out / "grpo" / "seed1")  # as if that cell had not run yet ...
+    (out / "summary.csv").unlink()
+    claim = out / "grpo" / "seed1.claim"
+    claim.write_text(f"{socket.gethostname()}:{os.getpid()}")  # ... and another live process (this one) held it
+    r = run_cli("--resume", str(out), "--no-progress", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "grpo seed 1 is still running in another process" in r.stdout and not (out / "summary.csv").exists()
+    assert not (out / "grpo" / "seed1").exists()  # left alone; the finished cells were not run again
+    claim.unlink()  # the other process is gone: its cell is free
+    r = run_cli("--resume", str(out), "--no-progress", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(zip(summary["method"], summary["seed"])) == [("sft", 0), ("sft", 1), ("grpo", 0), ("grpo", 1)]
+    assert summary["final_accuracy"][:3].tolist() == first["final_accuracy"][:3].tolist()
+
+
+def test_a_variant_overrides_train_options_for_itself_alone():
+    """smollm2_trade.yaml's GRPO at G = 4, 8, 16 beside PPO in one comparison: `grpo@g16: {train: {...}}`."""
+    from experiments.compare import run_config
+    from gcframe.config import from_dict
+
+    cfg = from_dict({"train": {"group_size": 8, "prompts_per_step": 4},
+                     "methods": {"grpo": {"beta": 0.04}, "grpo@g16": {"train": {"group_size": 16, "prompts_per_step": 2},
+                                                                      "clip_eps": 0.1}}})
+    name, run = run_config(cfg, "grpo@g16", 1)
+    assert name == "grpo" and run.seed == 1 and (run.train.group_size, run.train.prompts_per_step) == (16, 2)
+    assert run.methods["grpo"] == {"beta": 0.04, "clip_eps": 0.1} and run.train.lr == cfg.train.lr
+    assert (cfg.train.group_size, run_config(cfg, "grpo", 1)[1].train.group_size) == (8, 8)  # others keep theirs
+    cfg.methods["grpo@bad"] = {"train": {"group_sise": 4}}
+    with pytest.raises(UserError, match=r"unknown option\(s\) group_sise in section 'methods.grpo@bad.train'"):
+        run_config(cfg, "grpo@bad", 0)

@@ -30,6 +30,7 @@ import torch
 
 from gcframe.batch import Batch
 from gcframe.errors import UserError
+from gcframe.runs import claims
 from gcframe.runs.log import publish_dir
 from gcframe.sampling import GenerationConfig, Generator, make_batch
 
@@ -137,21 +138,32 @@ def load_or_build(cfg, task, tok, base_dir, model_fn: Callable[[], torch.nn.Modu
                      "base": str(Path(base_dir).resolve()), "version": VERSION})
     d = derived_dir(base_dir) / "preferences" / key
     main = accelerator is None or accelerator.is_main_process
-    if main and not (d / "info.json").exists():
-        t0 = time.time()
-        sets, info = build(model_fn(), tok, task, opts, cfg.train.max_new_tokens, cfg.train.temperature)
-        info.update(options=dataclasses.asdict(opts), key=key, build_time_s=round(time.time() - t0, 1))
-        tmp = d.with_name(f"{d.name}.tmp{os.getpid()}")
-        quiet = datasets.are_progress_bars_disabled()
-        datasets.disable_progress_bars()  # no "Saving the dataset" bars in the CLI's output
-        sets.save_to_disk(str(tmp))
-        if not quiet:
-            datasets.enable_progress_bars()
-        (tmp / "info.json").write_text(json.dumps(info, indent=1))
-        publish_dir(tmp, d)
+    solo = accelerator is None or accelerator.num_processes == 1
+    lock = d.with_name(d.name + ".claim")  # a second compare.py process sharing the cache waits for the first's set
+    while main and solo and not (d / "info.json").exists() and not claims.acquire(lock):
+        time.sleep(2)
+    try:
+        if main and not (d / "info.json").exists():
+            _build_and_publish(cfg, task, tok, model_fn, opts, key, d)
+    finally:
+        claims.release(lock)
     if accelerator is not None:
         accelerator.wait_for_everyone()
     return datasets.load_from_disk(str(d)), json.loads((d / "info.json").read_text())
+
+
+def _build_and_publish(cfg, task, tok, model_fn, opts: PreferenceOptions, key: str, d: Path) -> None:
+    t0 = time.time()
+    sets, info = build(model_fn(), tok, task, opts, cfg.train.max_new_tokens, cfg.train.temperature)
+    info.update(options=dataclasses.asdict(opts), key=key, build_time_s=round(time.time() - t0, 1))
+    tmp = d.with_name(f"{d.name}.tmp{os.getpid()}")
+    quiet = datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()  # no "Saving the dataset" bars in the CLI's output
+    sets.save_to_disk(str(tmp))
+    if not quiet:
+        datasets.enable_progress_bars()
+    (tmp / "info.json").write_text(json.dumps(info, indent=1))
+    publish_dir(tmp, d)
 
 
 def pair_batch(tok, rows: list[dict]) -> Batch:

@@ -5,6 +5,7 @@
     answers.py     verifiers' reading of text: the last ';' field, free-text final numbers, step rewards
     arithmetic.py  multi-operand addition (synthetic)
     gsm8k.py       GSM8K-format word problems (a local JSONL or a hub dataset)
+    word_problems.py  GSM8K-format multi-step word problems from the project's own generator
     custom.py      a user's own data (task.name: dataset): a local file or load_dataset spec, columns mapped
 
 A task exposes `.prompts` and `.heldout` (columns prompt, answer, steps), `.demos` (+ completion), `verify`,
@@ -19,9 +20,11 @@ from gcframe.tasks.answers import extract_field, final_number, normalize_number,
 from gcframe.tasks.config import PROMPT_FORMATS, TaskConfig
 from gcframe.tasks.formats import PromptFormat, resolve_format
 
-TASKS = {"arithmetic": "ArithmeticTask", "gsm8k": "GSM8KTask", "dataset": "DatasetTask"}  # task.name -> class
+TASKS = {"arithmetic": "ArithmeticTask", "gsm8k": "GSM8KTask", "word_problems": "WordProblemsTask",
+         "dataset": "DatasetTask"}  # task.name -> class
 KNOWN_TASKS = tuple(TASKS)
-_TASK_CLASSES = {"ArithmeticTask": "arithmetic", "GSM8KTask": "gsm8k", "DatasetTask": "custom"}  # class -> module;
+_TASK_CLASSES = {"ArithmeticTask": "arithmetic", "GSM8KTask": "gsm8k", "WordProblemsTask": "word_problems",
+                 "DatasetTask": "custom"}  # class -> module;
 # imported on first use (PEP 562): they import `datasets`, which reading a config does not need
 
 
@@ -44,5 +47,6 @@ def build_task(cfg: TaskConfig, tok=None):
 
 
 __all__ = ["ArithmeticTask", "DatasetTask", "GSM8KTask", "KNOWN_TASKS", "PROMPT_FORMATS", "PromptFormat", "TaskConfig",
+           "WordProblemsTask",
            "build_task", "extract_answer", "extract_field", "final_number", "normalize_number", "resolve_format",
            "step_rewards"]

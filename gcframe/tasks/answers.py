@@ -45,8 +45,9 @@ def final_number(completion: str) -> str | None:
     return normalize_number(numbers[-1]) if numbers else None
 
 
-def step_rewards(completion: str, steps: list[str]) -> list[tuple[int, float]]:
-    """Score each ';'-separated field of `completion` against the true step at the same position.
+def step_rewards(completion: str, steps: list[str], read=str.strip) -> list[tuple[int, float]]:
+    """Score each ';'-separated field of `completion` against the true step at the same position: `read(field)`
+    (the stripped field; `final_number` for free text, "so 46;" -> "46") must equal the stripped step.
 
     Returns (end_char_index_exclusive, reward) per field present; fields beyond len(steps) score 0.
     The end index is at least 1 so that `end - 1` is always a valid character index.
@@ -56,7 +57,7 @@ def step_rewards(completion: str, steps: list[str]) -> list[tuple[int, float]]:
     rewards, start = [], 0
     for i, field in enumerate(completion.split(";")):
         end = start + len(field)
-        ok = i < len(steps) and field.strip() == steps[i].strip()
+        ok = i < len(steps) and read(field) == steps[i].strip()
         rewards.append((max(end, 1), 1.0 if ok else 0.0))
         start = end + 1  # skip the ';'
     return rewards

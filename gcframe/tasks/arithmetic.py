@@ -136,7 +136,13 @@ class ArithmeticTask:
         return self.extract_answer(completion) == answer.strip()
 
     def step_rewards(self, completion: str, steps: list[str]) -> list[tuple[int, float]]:
-        """Process verifier: (end char index, exclusive; 1.0 if correct else 0.0) for each ';' step present."""
-        return step_rewards(completion, steps)
+        """Process verifier: (end char index, exclusive; 1.0 if correct else 0.0) for each ';' step present.
+
+        Chat format (free text): one step (no show_steps) is the outcome verifier's reading of the whole completion,
+        so that process and outcome rewards agree ("50+58 is 108." is right); several steps read each ';' field's
+        last number."""
+        if self.fmt.chat and len(steps) <= 1:
+            return [(len(completion), float(self.verify(completion, steps[-1] if steps else "")))] if completion else []
+        return step_rewards(completion, steps, read=final_number if self.fmt.chat else str.strip)
 
 

@@ -13,8 +13,9 @@ class TaskConfig:
     """Which task to build and how."""
 
     name: str = "arithmetic"
-    """Task name: "arithmetic" (synthetic multi-operand addition), "gsm8k", or "dataset" (your own data: task.path
-    and task.columns, gcframe/tasks/custom.py)."""
+    """Task name: "arithmetic" (synthetic multi-operand addition), "gsm8k", "word_problems" (generated multi-step
+    word problems in GSM8K format: operands = quantities per problem, digits bounds them), or "dataset" (your own
+    data: task.path and task.columns, gcframe/tasks/custom.py)."""
     operands: int = 2
     """Arithmetic: number of terms to add (>= 2)."""
     digits: int = 2

@@ -45,7 +45,11 @@ class GSM8KTask:
                 f"{source} has too few rows for n_heldout={cfg.n_heldout} held-out plus n_demos={cfg.n_demos} "
                 f"training problems; lower them or use a larger file"
             )
+        self._build(train, test)
 
+    def _build(self, train: list[dict], test: list[dict]) -> None:
+        """heldout, prompts, demos (the first n_demos training rows, with demo_noise) from {question, answer} rows."""
+        cfg = self.cfg
         self.heldout = datasets.Dataset.from_dict(self._columns(test))
         self.prompts = datasets.Dataset.from_dict(self._columns(train))
         demo_rows = self._columns(train[: cfg.n_demos], with_completion=True)
