@@ -113,13 +113,41 @@ def main(argv=None) -> int:
                                        sft_steps=cfg.sft_base.steps, schedule=cfg.sft_base.lr_schedule,
                                        n_demos=len(task.demos), sft_lr=cfg.sft_base.lr,
                                        train_s=round(time.time() - t0, 1))
-        df.to_csv(csv, mode="a", header=not csv.exists(), index=False)
+        pd.concat([pd.read_csv(csv), df] if csv.exists() else [df]).to_csv(csv, index=False)
         last = rows[-1]
         print(f"{args.label} {variant} threads={args.threads}: held-out accuracy {last['eval_accuracy']:.3f} "
               f"after {last['step']} steps ({time.time() - t0:.0f} s); curve "
               + " ".join(f"{r['eval_accuracy']:.2f}" for r in rows), flush=True)
-    print(f"curves in {csv}")
+    summarise(out)
+    print(f"curves in {csv}; summary in {out / 'stability.csv'}, figure {out / 'stability.png'}")
     return 0
+
+
+def summarise(out: Path) -> None:
+    """stability.csv (per setup and thread count: the final held-out accuracy of every variant, its spread) and
+    stability.png (held-out accuracy along stage 1, one panel per setup)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+    import seaborn as sns
+
+    df = pd.read_csv(out / "curves.csv")
+    last = df.sort_values("step").groupby(["setup", "threads", "variant"]).tail(1)
+    rows = []
+    for (setup, threads), g in last.groupby(["setup", "threads"], sort=False):
+        acc = g.set_index("variant")["eval_accuracy"]
+        rows.append({"setup": setup, "threads": threads, "stage-1 steps": int(g["sft_steps"].iloc[0]),
+                     "lr schedule": g["schedule"].iloc[0], "demos": int(g["n_demos"].iloc[0]) if "n_demos" in g
+                     and g["n_demos"].notna().all() else "",
+                     "final held-out accuracy by variant": ", ".join(f"{v} {a:.3f}" for v, a in acc.items()),
+                     "min": f"{acc.min():.3f}", "max": f"{acc.max():.3f}", "spread": f"{acc.max() - acc.min():.3f}"})
+    pd.DataFrame(rows).to_csv(out / "stability.csv", index=False)
+    grid = sns.relplot(df.assign(run=df["variant"] + " · " + df["threads"].astype(str) + " thr"), x="step",
+                       y="eval_accuracy", hue="run", col="setup", kind="line", marker="o", markersize=3,
+                       height=2.8, aspect=1.2, facet_kws={"sharex": False})
+    grid.set_axis_labels("stage-1 step", "held-out greedy accuracy")
+    grid.savefig(out / "stability.png", dpi=90)
 
 
 if __name__ == "__main__":
