@@ -1,13 +1,59 @@
 """Session settings. Under pytest-xdist (`-n 2`, the default of pyproject's addopts), each worker process gets one
 intra-op thread: two workers on two cores with two threads each would oversubscribe them, and a tiny model's step
 slows 10-100x when its OpenMP threads wait on each other. Subprocesses the tests start get OMP_NUM_THREADS=1
-themselves (tests/test_resume.cli_env)."""
+themselves (tests/test_resume.cli_env).
+
+Tests leave nothing running: every process a test starts inherits GCFRAME_TEST_SESSION (this pytest process's own
+mark), and when the session ends any process still carrying it (a torchrun worker outside its launcher's process
+group, say) is killed and the session fails, naming it."""
 from __future__ import annotations
 
 import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+MARK = "GCFRAME_TEST_SESSION"
+os.environ[MARK] = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"  # per pytest process: xdist workers set their own
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     import torch
 
     torch.set_num_threads(1)
+
+
+def _leftovers() -> list[tuple[int, str]]:
+    needle = f"{MARK}={os.environ[MARK]}".encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            if needle in (d / "environ").read_bytes().split(b"\0"):
+                found.append((int(d.name), (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind():
+    """Fails the session when a process a test started is still running at its end (and kills it)."""
+    yield
+    if not Path("/proc/self/environ").exists():
+        return  # not Linux: nothing to look in
+    deadline = time.monotonic() + 10  # processes that are exiting get a moment
+    left = _leftovers()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = _leftovers()
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not left, "tests left processes running (killed now): " + "; ".join(f"{p}: {c}" for p, c in left)

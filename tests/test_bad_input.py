@@ -75,6 +75,15 @@ CASES = {
     "logits inf": ({}, [], "self.ctx.policy.lm_head.weight.data.fill_(float('inf'))",
                    ["method 'grpo' produced non-finite logits at step 3", "step-000002 intact"]),
     "lora without peft": ({"model": {"lora_rank": 4}}, [], "no peft", ["pip install peft"]),
+    # issue 26: what a new user hit
+    "--out is a file": ({}, ["--out", "{tmp}/afile"], None, ["is a file, not a folder"]),
+    "--out is a file, --overwrite": ({}, ["--out", "{tmp}/afile", "--overwrite"], None, ["is a file, not a folder"]),
+    "--out under a file": ({}, ["--out", "{tmp}/afile/sub"], None, ["is a file"]),
+    "reward file missing": ({"train": {"reward": "functions", "reward_funcs": ["my_rewards.py:correct"]}}, [], None,
+                            ["not found", "my_rewards.py"]),
+    "empty dataset": ({"task": {"name": "dataset", "path": "{tmp}/empty.jsonl", "n_demos": 2, "n_heldout": 2}}, [],
+                      None, ["is empty"]),
+    "lr as YAML text": ("train:\n  lr: 5e-5\n", [], None, ["train.lr must be a number", "write 5.0e-5"]),
 }
 AFTER_CHECKPOINT = {"reward raises", "reward None", "reward NaN", "loss NaN", "logits inf"}
 
@@ -124,6 +133,8 @@ def results(tmp_path_factory):
     (tmp / "noweights" / "model.safetensors").unlink()
     (tmp / "existing").mkdir()
     (tmp / "existing" / "keep.txt").write_text("results of an earlier run")
+    (tmp / "afile").write_text("a file the user keeps")
+    (tmp / "empty.jsonl").write_text("")
     with ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
         done = dict(zip(CASES, pool.map(lambda n: _run_case(tmp, n), CASES)))
     return tmp, done
@@ -149,6 +160,8 @@ def test_bad_input_is_one_line_and_exit_2(results, name):
     elif name == "existing folder":
         assert [p.name for p in (tmp / "existing").iterdir()] == ["keep.txt"]
         assert (tmp / "existing" / "keep.txt").read_text() == "results of an earlier run"
+    elif name.startswith("--out"):
+        assert (tmp / "afile").read_text() == "a file the user keeps"  # not replaced, not deleted
     elif name != "lora without peft":
         assert not out.exists()  # refused before anything was written
         assert r.stdout == "", r.stdout  # ... or printed as a result

@@ -61,6 +61,30 @@ runpy.run_path({compare!r}, run_name="__main__")
 """
 
 
+def marked(key: str, value: str) -> list[int]:
+    """Pids of the processes whose environment holds key=value (/proc/<pid>/environ; Linux), this one aside."""
+    needle = f"{key}={value}".encode()
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                if needle in (d / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(d.name))
+            except OSError:  # gone, or not ours
+                pass
+    return pids
+
+
+def kill_marked(key: str, value: str) -> None:
+    """SIGKILL every process started with key=value in its environment: torchrun's workers too, which run in
+    sessions of their own, out of reach of a kill of the launcher's process group."""
+    for pid in marked(key, value):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def rows_without_timing(path: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith(TIMING)} for r in read_jsonl(path)]
 
@@ -159,16 +183,20 @@ def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
     hang = tmp_path / "hang.py"
     hang.write_text(HANG.format(compare=str(COMPARE)))
     killed = tmp_path / "killed"
+    mark = f"fsdp-hang-{os.getpid()}-{id(tmp_path)}"  # every process of this launch carries it, workers included
     proc = subprocess.Popen(torchrun(hang, *args, "--out", killed), stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env=cli_env(), cwd=ROOT, start_new_session=True)
+                            stderr=subprocess.DEVNULL, text=True, env={**cli_env(), "GCFRAME_TEST_RUN": mark},
+                            cwd=ROOT, start_new_session=True)
     try:
         # both ranks print at once, and unbuffered (-u) print writes the text and its newline separately, so
         # their lines can interleave ("hanginghanging"): look for the word, not a whole line
         if not any("hanging" in line for line in proc.stdout):
             pytest.fail("the run ended before reaching step 3")
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both workers: kill -9, no clean-up
+        os.killpg(proc.pid, signal.SIGKILL)  # the launcher: kill -9, no clean-up
+        kill_marked("GCFRAME_TEST_RUN", mark)  # and both workers, wherever torchrun put them
         proc.wait(30)
+    assert not marked("GCFRAME_TEST_RUN", mark), "a worker of the killed launch is still alive"
     run, ref = killed / "ppo" / "seed1", tmp_path / "full" / "ppo" / "seed1"
     ckpt = checkpoint.latest(run)
     assert ckpt.name == "step-000002"

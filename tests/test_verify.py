@@ -62,3 +62,5 @@ def test_the_command_exits_zero(capsys):
     assert verify.main([]) == 0
     out = capsys.readouterr().out
     assert all(f"\n{name} " in out for name in REGISTRY)
+    assert "nan" not in out  # a method without a clip shows "–" in the clip-fraction column (issue 26)
+    assert any(line.startswith("sft ") and " – " in line for line in out.splitlines())
