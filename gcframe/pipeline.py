@@ -70,7 +70,12 @@ def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> t
         time.sleep(2)
     if info_file.exists():
         claims.release(lock)
-        return d, _evaluated_for(cfg, task, accelerator, d, json.loads(info_file.read_text()), show_progress)
+        # every process reads base_info.json before any writes it (_evaluated_for adds to it): they must agree on
+        # whether to evaluate, a collective, or the ones that would not leave the others waiting forever
+        accelerator.wait_for_everyone()
+        info = json.loads(info_file.read_text())
+        accelerator.wait_for_everyone()
+        return d, _evaluated_for(cfg, task, accelerator, d, info, show_progress)
     try:
         return _train_sft_base(cfg, task, accelerator, d, show_progress)
     finally:

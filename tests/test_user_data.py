@@ -128,7 +128,7 @@ def test_reward_functions_are_summed_with_weights(rewards_file):
     ("{f}:nope", [], "defines no function 'nope'"),
     ("{f}", [], "must be 'FILE.py:NAME'"),
     ("{f}:correct", [1.0, 2.0], "2 weight(s) for 1 reward function(s)"),
-    ("/no/such.py:correct", [], "is not a Python file"),
+    ("/no/such.py:correct", [], "'/no/such.py' not found"),  # a missing file is "not found" (issue 26)
 ])
 def test_reward_function_errors_are_one_line(rewards_file, spec, weights, words):
     from gcframe.rewards.functions import RewardFunctions
