@@ -51,8 +51,8 @@ from gcframe.rewards import score  # noqa: E402
 from gcframe.sampling import encode_prompts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
-FULL = dict(prompts=64, draws=96, rl_steps=30, eps=1e-6, aux_warmup=60, rft_pool=512, critic_steps=40,
-            critic_every=10, critic_prompts=48, critic_group=8)
+FULL = dict(prompts=64, draws=192, rl_steps=30, eps=1e-6, aux_warmup=60, rft_pool=512, critic_steps=60,
+            critic_every=15, critic_prompts=48, critic_group=8)
 QUICK = dict(prompts=16, draws=12, rl_steps=4, eps=1e-4, aux_warmup=8, rft_pool=64, critic_steps=6,
              critic_every=3, critic_prompts=12, critic_group=4)
 STEP = dict(prompts_per_step=8, group_size=8)
