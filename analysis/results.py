@@ -85,8 +85,15 @@ def from_compare(runs: Path, seeds: list[int], results: Path, config: str) -> No
     if findings:
         pd.DataFrame(findings).to_csv(results / "findings.csv", index=False)
     report.fig_learning_curves(tables, results / "curves.png")
+    report.fig_overoptimisation(tables, results / "overoptimisation.png")  # runs on r_φ only (else nothing)
     if tables.gc and tables.gc.get("methods"):
         report.fig_gc_view(tables, results / "gc_view.png")
+    if (merged / "reward_model.json").exists():  # r_φ: its held-out pairwise accuracy, as a one-row table
+        rm = json.loads((merged / "reward_model.json").read_text())
+        pd.DataFrame([{"held-out pairwise accuracy": f"{rm['heldout_accuracy']:.3f}",
+                       "training pairs": (rm.get("preferences") or {}).get("train_pairs"),
+                       "train s": f"{rm.get('train_time_s', float('nan')):.0f}"}]).to_csv(
+            results / "reward_model.csv", index=False)
     print(f"{results}: {len(summary)} runs, {summary['method'].nunique()} methods, seeds {seeds}")
 
 
