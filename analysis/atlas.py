@@ -1,4 +1,5 @@
-"""Render the update atlas's files (experiments/atlas.py): OUT/report/summary.md and PNG figures.
+"""Render the update atlas's files (experiments/atlas.py): OUT/report/summary.md, PNG figures and
+OUT/atlas_table.csv (the headline measures per policy and method, as the docs show them).
 
     python -m analysis.atlas OUT
 
@@ -20,7 +21,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from analysis.estimators import markdown  # noqa: E402
-from gcframe.errors import UserError, cli_entry  # noqa: E402
+from analysis.lab_report import load_files, report_cli, write_report  # noqa: E402
+from gcframe.errors import cli_entry  # noqa: E402
 
 DPI = 72
 MEASURES = [("cosine_corr", "cos(E ĝ, g*)", False), ("sin_angle", "sin angle (bias, scale-free)", False),
@@ -31,13 +33,8 @@ MEASURES = [("cosine_corr", "cos(E ĝ, g*)", False), ("sin_angle", "sin angle (b
 
 
 def load(out: Path) -> dict:
-    files = {k: out / f"{k}.csv" for k in ("atlas", "cosines", "critic_distance", "critic_length")}
-    missing = [str(f) for f in files.values() if not f.is_file()]
-    if missing:
-        raise UserError(f"{out} lacks {', '.join(missing)}: run experiments/atlas.py --out {out} first")
-    data = {k: pd.read_csv(f) for k, f in files.items()}
-    data["info"] = json.loads((out / "atlas.json").read_text()) if (out / "atlas.json").is_file() else {}
-    return data
+    return load_files(out, ("atlas", "cosines", "critic_distance", "critic_length"), "atlas.json",
+                      "experiments/atlas.py")
 
 
 def fig_heatmap(df: pd.DataFrame, path: Path) -> None:
@@ -119,25 +116,39 @@ def summary(d: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+TABLE = [("cosine_corr", "cos(mean step, ∇E[r])"), ("scale", "scale"), ("rel_bias", "relative bias"),
+         ("step_cosine", "cos(one step, ∇E[r])"), ("snr", "SNR of one step"), ("snr_per_ktok", "SNR per 1k tokens"),
+         ("snr_per_kgen", "SNR per 1k generated tokens"), ("snr_per_s", "SNR per CPU second")]
+"""(column of atlas.csv, its name in atlas_table.csv): the headline measures."""
+
+
+def table(a: pd.DataFrame) -> pd.DataFrame:
+    """atlas_table.csv: one row per policy and method, the headline measures as strings (3 decimals, 3 significant
+    digits from 10⁴ up; n/a where a measure does not apply, e.g. the generated tokens of an offline method)."""
+    def fmt(v) -> str:
+        v = float(v)
+        return "n/a" if not math.isfinite(v) else f"{v:.3f}" if abs(v) < 1e4 else f"{v:.3g}"
+
+    t = pd.DataFrame({"policy": a["policy"], "method": a["method"],
+                      "normaliser": a["aggregation"].fillna("").astype(str)})
+    for col, name in TABLE:
+        t[name] = a[col].map(fmt)
+    return t
+
+
 def render(out: Path) -> Path:
     out = Path(out)
-    d = load(out)
-    rep = out / "report"
-    rep.mkdir(exist_ok=True)
-    fig_heatmap(d["atlas"], rep / "atlas_heatmap.png")
-    fig_cosines(d["cosines"], rep / "atlas_cosines.png")
-    fig_critic(d["critic_distance"], d["critic_length"], rep / "atlas_critic.png")
-    (rep / "summary.md").write_text(summary(d))
+    rep = write_report(out, load, {
+        "atlas_heatmap.png": lambda d, path: fig_heatmap(d["atlas"], path),
+        "atlas_cosines.png": lambda d, path: fig_cosines(d["cosines"], path),
+        "atlas_critic.png": lambda d, path: fig_critic(d["critic_distance"], d["critic_length"], path)}, summary)
+    table(pd.read_csv(out / "atlas.csv")).to_csv(out / "atlas_table.csv", index=False)
     return rep
 
 
 @cli_entry
 def main(argv=None) -> int:
-    args = argv if argv is not None else sys.argv[1:]
-    if len(args) != 1:
-        raise UserError("usage: python -m analysis.atlas OUT (the --out folder of experiments/atlas.py)")
-    print(render(Path(args[0])))
-    return 0
+    return report_cli(argv, render, "python -m analysis.atlas OUT (the --out folder of experiments/atlas.py)")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from gcframe.errors import UserError, cli_entry  # noqa: E402
+from analysis.lab_report import load_files, report_cli, write_report  # noqa: E402
+from gcframe.errors import cli_entry  # noqa: E402
 
 DPI = 72
 NAMES = {"reinforce": "REINFORCE (no baseline)", "mean": "group mean (GRPO)", "loo": "leave-one-out (RLOO)",
@@ -25,13 +26,8 @@ NAMES = {"reinforce": "REINFORCE (no baseline)", "mean": "group mean (GRPO)", "l
 
 
 def load(out: Path) -> dict:
-    files = {k: out / f"{k}.csv" for k in ("baselines", "std_weight", "kl_values", "kl_gradients")}
-    missing = [str(f) for f in files.values() if not f.is_file()]
-    if missing:
-        raise UserError(f"{out} lacks {', '.join(missing)}: run experiments/estimators.py --out {out} first")
-    data = {k: pd.read_csv(f) for k, f in files.items()}
-    data["info"] = json.loads((out / "lab.json").read_text()) if (out / "lab.json").is_file() else {}
-    return data
+    return load_files(out, ("baselines", "std_weight", "kl_values", "kl_gradients"), "lab.json",
+                      "experiments/estimators.py")
 
 
 def fig_baselines(df: pd.DataFrame, path: Path) -> None:
@@ -106,23 +102,14 @@ def summary(d: dict) -> str:
 
 
 def render(out: Path) -> Path:
-    out = Path(out)
-    d = load(out)
-    rep = out / "report"
-    rep.mkdir(exist_ok=True)
-    fig_baselines(d["baselines"], rep / "estimators_baselines.png")
-    fig_std_and_kl(d["std_weight"], d["kl_values"], rep / "estimators_std_kl.png")
-    (rep / "summary.md").write_text(summary(d))
-    return rep
+    return write_report(out, load, {
+        "estimators_baselines.png": lambda d, path: fig_baselines(d["baselines"], path),
+        "estimators_std_kl.png": lambda d, path: fig_std_and_kl(d["std_weight"], d["kl_values"], path)}, summary)
 
 
 @cli_entry
 def main(argv=None) -> int:
-    args = argv if argv is not None else sys.argv[1:]
-    if len(args) != 1:
-        raise UserError("usage: python -m analysis.estimators OUT (the --out folder of experiments/estimators.py)")
-    print(render(Path(args[0])))
-    return 0
+    return report_cli(argv, render, "python -m analysis.estimators OUT (the --out folder of experiments/estimators.py)")
 
 
 if __name__ == "__main__":

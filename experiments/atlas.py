@@ -26,14 +26,12 @@ missing (reported per policy: `pruned_mass`). For each method, with ĝ_k the asc
 
 Writes OUT/atlas.csv (method × policy), OUT/cosines.csv (every pair of mean updates and g*), OUT/g_star.csv,
 OUT/critic_distance.csv and OUT/critic_length.csv (experiments/atlas_critic.py), OUT/atlas.json, OUT/env.json,
-then renders OUT/report/ (analysis.atlas).
+then renders OUT/report/ and OUT/atlas_table.csv, the headline measures the docs show (analysis.atlas).
 """
 from __future__ import annotations
 
 import argparse
 import copy
-import json
-import shutil
 import sys
 import tempfile
 import time
@@ -46,9 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from gcframe.batch import Batch, pad_right  # noqa: E402
 from gcframe.engine import token_logprobs, weighted_mle_loss  # noqa: E402
-from gcframe.errors import UserError, cli_entry  # noqa: E402
+from gcframe.errors import cli_entry  # noqa: E402
 from gcframe.rewards import score  # noqa: E402
 from gcframe.sampling import encode_prompts  # noqa: E402
+
+from experiments.lab_common import add_out_args, finish, fresh_out  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 FULL = dict(prompts=64, draws=192, rl_steps=30, eps=1e-6, aux_warmup=60, rft_pool=512, critic_steps=60,
@@ -331,10 +331,7 @@ def run(out: Path, quick: bool, names: list[str] | None) -> dict:
             "critic": critic_info, "time_s": {"atlas": round(t_atlas - t0, 1), "critic": round(time.time() - t_atlas, 1),
                                               "total": round(time.time() - t0, 1),
                                               "cpu_total": round(time.process_time() - c0, 1)}}
-    (out / "atlas.json").write_text(json.dumps(meta, indent=1, default=str))
-    from analysis.atlas import render
-    render(out)
-    return meta
+    return finish(out, "atlas.json", meta, "analysis.atlas")
 
 
 @cli_entry
@@ -345,16 +342,11 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer prompts and draws (under 3 minutes)")
     p.add_argument("--methods-from", action="append", metavar="FILE.py", help="import your own method(s) first")
     p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
-    p.add_argument("--out", default=None, help="output folder (default runs/atlas-<time>)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    add_out_args(p, "atlas")
     args = p.parse_args(argv)
     if args.methods_from:
         plugins.load([str(Path(f).expanduser().resolve()) for f in args.methods_from])
-    out = Path(args.out or f"runs/atlas-{time.strftime('%Y%m%d-%H%M%S')}")
-    if out.exists() and any(out.iterdir()) and not args.overwrite:
-        raise UserError(f"output folder '{out}' exists and is not empty: pass --overwrite or choose another --out")
-    if out.exists() and args.overwrite:
-        shutil.rmtree(out)
+    out = fresh_out(args.out, "atlas", args.overwrite)
     meta = run(out, args.quick, args.methods.split(",") if args.methods else None)
     print(f"update atlas: {out} ({meta['time_s']['total']} s)")
     return 0

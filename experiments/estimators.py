@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
-import shutil
 import sys
 import tempfile
 import time
@@ -41,9 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 from gcframe import estimators as est
 from gcframe.batch import Batch, pad_left  # noqa: E402
 from gcframe.engine import Normaliser, position_ids, token_logprobs
-from gcframe.errors import UserError, cli_entry
+from gcframe.errors import cli_entry
 from gcframe.modeling import load_model_and_tokenizer
 from gcframe.sampling import GenerationConfig, Generator, encode_prompts
+
+from experiments.lab_common import add_out_args, finish, fresh_out
 
 ROOT = Path(__file__).resolve().parent
 FULL = dict(prompts=24, groups=(2, 4, 8, 16, 32, 64), n=64, critic_steps=100, rl_steps=30, rl_snapshots=(5, 15, 30),
@@ -309,24 +309,16 @@ def run(out: Path, quick: bool) -> dict:
                 time_s={"base": round(t_base - t0, 1), "rl_run": round(t_rl - t_base, 1),
                         "baselines": round(t_bl - t_rl, 1), "kl": round(t_kl - t_bl, 1),
                         "total": round(time.time() - t0, 1), "cpu_total": round(time.process_time() - c0, 1)})
-    (out / "lab.json").write_text(json.dumps(info, indent=1, default=str))
-    from analysis.estimators import render
-    render(out)
-    return info
+    return finish(out, "lab.json", info, "analysis.estimators")
 
 
 @cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="Measure gradient and KL estimators exactly (the estimator lab).")
     p.add_argument("--quick", action="store_true", help="fewer prompts, a shorter drift run (about 2 minutes)")
-    p.add_argument("--out", default=None, help="output folder (default runs/estimators-<time>)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
+    add_out_args(p, "estimators")
     args = p.parse_args(argv)
-    out = Path(args.out or f"runs/estimators-{time.strftime('%Y%m%d-%H%M%S')}")
-    if out.exists() and any(out.iterdir()) and not args.overwrite:
-        raise UserError(f"output folder '{out}' exists and is not empty: pass --overwrite or choose another --out")
-    if out.exists() and args.overwrite:
-        shutil.rmtree(out)
+    out = fresh_out(args.out, "estimators", args.overwrite)
     info = run(out, args.quick)
     print(f"estimator lab: {out} ({info['time_s']['total']} s)")
     return 0
