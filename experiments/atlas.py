@@ -220,8 +220,11 @@ def measures(mom: dict, gs: torch.Tensor) -> tuple[dict, torch.Tensor, float]:
     m2 = float(mean @ mean) - tr / n  # ‖E ĝ‖², unbiased
     g2, dot = float(gs @ gs), float(mean @ gs)
     cos = dot / max((float(mean @ mean) * g2) ** 0.5, 1e-300)
-    snr = m2 / tr if tr > 0 else float("inf")
-    row = {"draws": n, "cosine": cos, "cosine_corr": dot / (max(m2, 1e-300) * g2) ** 0.5,
+    # where the draws' noise outweighs their mean (‖ḡ‖² ≤ tr/n) the mean is not resolved: no corrected cosine
+    # (NaN, shown as n/a), SNR 0; identical draws (tr = 0, RFT's fixed pool) have no measurable noise: SNR n/a
+    snr = max(m2, 0.0) / tr if tr > 0 else float("nan")
+    cos_corr = dot / (m2 * g2) ** 0.5 if m2 > 0 else float("nan")
+    row = {"draws": n, "cosine": cos, "cosine_corr": max(min(cos_corr, 1.0), -1.0) if m2 > 0 else cos_corr,
            "sin_angle": max(1 - cos ** 2, 0.0) ** 0.5, "scale": dot / g2,
            "rel_bias": max(float((mean - gs) @ (mean - gs)) - tr / n, 0.0) ** 0.5 / g2 ** 0.5,
            "step_cosine": mom["step_cos"], "snr": snr, "mean_norm": max(m2, 0.0) ** 0.5, "noise_norm": tr ** 0.5,
@@ -240,7 +243,8 @@ def cosine_rows(label: str, means: dict[str, tuple[torch.Tensor, float]], gs: to
         for b, (vb, nb) in vecs.items():
             dot = float(va @ vb)
             raw = dot / max(float(va.norm() * vb.norm()), 1e-300)
-            corr = raw if a == b else dot / max((float(va @ va) - na) * (float(vb @ vb) - nb), 1e-300) ** 0.5
+            prod = (float(va @ va) - na) * (float(vb @ vb) - nb)  # ‖E ĝ_a‖² ‖E ĝ_b‖², unbiased; ≤ 0: unresolved
+            corr = raw if a == b else (max(min(dot / prod ** 0.5, 1.0), -1.0) if prod > 0 else float("nan"))
             rows.append({"policy": label, "a": a, "b": b, "cosine": raw, "cosine_corr": corr})
     return rows
 
