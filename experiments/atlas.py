@@ -52,9 +52,12 @@ from experiments.lab_common import add_out_args, finish, fresh_out  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 FULL = dict(prompts=64, draws=192, rl_steps=30, eps=1e-6, aux_warmup=60, rft_pool=512, critic_steps=60,
-            critic_every=15, critic_prompts=48, critic_group=8)
+            critic_every=15, critic_prompts=48, critic_group=8, sft_steps=None, critic_sft_steps=1000)
 QUICK = dict(prompts=16, draws=12, rl_steps=4, eps=1e-4, aux_warmup=8, rft_pool=64, critic_steps=6,
-             critic_every=3, critic_prompts=12, critic_group=4)
+             critic_every=3, critic_prompts=12, critic_group=4, sft_steps=300, critic_sft_steps=300)
+"""sft_steps: stage 1 of the atlas's base (None: the default comparison's, shared with its cache; --quick: a
+300-step base, as gcframe.verify's, so that a quick run from an empty cache stays within minutes);
+critic_sft_steps: stage 1 of the critic task's own base (atlas_critic.py)."""
 STEP = dict(prompts_per_step=8, group_size=8)
 """One drawn step: B = 8 prompts × G = 8 (64 sequences; the comparison's G, half its B, to afford more draws)."""
 
@@ -68,6 +71,8 @@ def load_config(spec: dict, overrides: dict | None = None):
     raw.pop("run", None)
     raw["train"] = {**raw.get("train", {}), "eval_every": 0, "eval_k": 0, "sample_every": 0, "checkpoint_every": 0}
     raw.setdefault("methods", {}).setdefault("rft", {})["pool_size"] = spec["rft_pool"]
+    if spec.get("sft_steps"):
+        raw["sft_base"] = {**raw.get("sft_base", {}), "steps": spec["sft_steps"]}
     for section, values in (overrides or {}).items():
         raw[section] = {**raw.get(section, {}), **values}
     return pipeline.prepare(from_dict(raw))

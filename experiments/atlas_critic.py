@@ -79,7 +79,8 @@ def run(out: Path, spec: dict, load_config, acc, say) -> dict:
     from gcframe import pipeline
     from gcframe.trainer import Trainer
 
-    cfg, task = load_config(spec, {"task": TASK, "methods": {"ppo": {"beta": 0.0}}})
+    cfg, task = load_config(spec, {"task": TASK, "methods": {"ppo": {"beta": 0.0}},
+                                   "sft_base": {"steps": spec["critic_sft_steps"]}})
     base_dir, base_info = pipeline.sft_base(cfg, task, acc, show_progress=False)
     rows = [task.prompts[i] for i in range(spec["critic_prompts"])]
     prompts, answers = [r["prompt"] for r in rows], [r["answer"] for r in rows]
