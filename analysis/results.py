@@ -125,7 +125,13 @@ def render_table(csv: Path) -> str:
 
 
 def render_text(text: str, results: Path) -> str:
-    return MARK.sub(lambda m: m.group(1) + render_table(results / m.group("csv")) + m.group(4), text)
+    """Every marked table whose CSV exists rendered from it; a marker whose CSV does not exist yet is left as it is
+    (the check reports it)."""
+    def one(m):
+        csv = results / m.group("csv")
+        return m.group(1) + render_table(csv) + m.group(4) if csv.is_file() else m.group(0)
+
+    return MARK.sub(one, text)
 
 
 def marked_files(root: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""A method kept outside the package (the README's complete `my_methods.py`, run from a folder outside the
+"""A method kept outside the package (the complete `my_methods.py` of docs/guides/adding-a-method.md, run from a folder outside the
 repository): --list-methods, compare.py, the report and gcframe.verify pick it up with no edit to gcframe; a wrong GC
 in such a file is caught by its own textbook loss; an installed package's entry point registers its method too."""
 from __future__ import annotations
@@ -17,10 +17,19 @@ from tests.test_resume import COMPARE, ROOT, TINY_CONFIG
 
 
 def readme_method_file() -> str:
-    """The first Python block of the README's "Adding a method" section."""
+    """The first Python block of the guide "Adding a method" (docs/guides/adding-a-method.md): the complete file."""
+    text = (ROOT / "docs" / "guides" / "adding-a-method.md").read_text()
+    return re.search(r"```python\n(.*?)```", text, re.S).group(1)
+
+
+def test_the_readmes_short_method_is_the_guides_without_its_textbook_loss():
+    """The README shows the method class only; it must stay the guide's class (same name, same coefficient)."""
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Adding a method"):]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    short = re.search(r"```python\n(.*?)```", text[text.index("## Adding a method"):], re.S).group(1)
+    full = readme_method_file()
+    for line in ('@register("reinforce")', 'description = "REINFORCE with a batch-mean baseline (Williams 1992)"',
+                 'return batch.data["advantages"].unsqueeze(1).expand_as(logp)'):
+        assert line in short and line in full, line
 
 
 def run(*args, cwd: Path, pythonpath: str = str(ROOT), timeout: float = 300) -> subprocess.CompletedProcess:
