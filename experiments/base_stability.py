@@ -12,7 +12,8 @@ Run it at one thread and at two (`--threads`) to see the thread count's effect: 
 spread of the final accuracy over these variants is what a user on another CPU can expect; the curve shows
 whether the end point sits on a plateau or on a steep slope.
 
-    python experiments/base_stability.py --out results/base_stability            # the default config
+    python experiments/base_stability.py --study --out runs/base_stability       # the committed study (STUDY)
+    python experiments/base_stability.py --out runs/stability                    # the default config's stage 1
     python experiments/base_stability.py --sft-steps 500 --schedule constant ...  # another stage 1
 """
 from __future__ import annotations
@@ -45,6 +46,9 @@ def parse_args(argv=None):
     p.add_argument("--eval-every", type=int, default=50, help="held-out evaluation every this many stage-1 steps")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--label", default="", help="prefix of every variant's name in the CSV (e.g. the setup)")
+    p.add_argument("--study", action="store_true", help="the committed study (results/base_stability): every setup "
+                   "of STUDY, each with its variants and thread counts, into one --out (hours of CPU)")
+    p.add_argument("--quick", action="store_true", help="with --study: a 40-step smoke version of it")
     p.add_argument("--out", required=True, help="folder of curves.csv (rows are appended, one file per setup)")
     return p.parse_args(argv)
 
@@ -80,9 +84,25 @@ def train_variant(cfg, task, variant: str, eps: float, eval_every: int) -> list[
             for r in rows if "eval_accuracy" in r]
 
 
+STUDY = [  # (label, arguments): the stage 1 the default config used to have, a shorter plateau, the default
+    ("500 demos, 500 steps, constant lr", ["--set", "task.n_demos=500", "--sft-steps", "500", "--schedule", "constant",
+                                           "--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
+    ("1000 demos, 1000 cosine steps", ["--sft-steps", "1000", "--variants", "ref,perturb-1,perturb-2,perturb-3"]),
+    ("default: 1000 demos, 2000 cosine steps", ["--eval-every", "100",
+                                                "--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
+    ("default: 1000 demos, 2000 cosine steps", ["--eval-every", "100", "--threads", "2", "--variants", "ref"]),
+]
+
+
 @cli_entry
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.study:
+        study = [("quick", ["--sft-steps", "40", "--eval-every", "20", "--variants", "ref,perturb-1"])] \
+            if args.quick else STUDY
+        for label, extra in study:
+            main(["--config", args.config, "--out", args.out, "--label", label, *extra])
+        return 0
     import pandas as pd
     import torch
 

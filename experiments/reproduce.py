@@ -62,8 +62,7 @@ RECIPES = {
                       [0, 1, 2]),
     "base_stability": Recipe(
         "the SFT base under rounding: stage 1 with weight perturbations, float64 and two thread counts", "command",
-        command=["experiments/base_stability.py", "--out", "OUT"], quick=["--sft-steps", "40", "--eval-every", "20",
-                                                                          "--variants", "ref,perturb-1"],
+        command=["experiments/base_stability.py", "--study", "--out", "OUT"],
         keep=["curves.csv", "stability.csv", "stability.png"]),
     "estimators": Recipe("the estimator lab: baselines, std scaling and KL estimators at fixed policies", "command",
                          command=["experiments/estimators.py", "--out", "OUT", "--overwrite"],
