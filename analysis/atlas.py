@@ -32,9 +32,26 @@ MEASURES = [("cosine_corr", "cos(E ĝ, g*)", False), ("sin_angle", "sin angle (b
 """(column, label, log-coloured): the heatmap's columns."""
 
 
+RESOLVED = 2.0
+"""A method's mean step is resolved when n·SNR ≥ RESOLVED, i.e. ‖E ĝ‖² is at least twice the noise of the mean of
+its n draws (tr/n). Below that, the noise-corrected cosines (to g* and between methods) divide by an estimate of
+‖E ĝ‖ that is mostly noise, and are shown as n/a."""
+
+
+def resolve(d: dict) -> dict:
+    """Blank the noise-corrected cosines of unresolved methods (RESOLVED) in the atlas and cosine tables."""
+    a, c = d["atlas"].copy(), d["cosines"].copy()
+    bad = a["draws"] * a["snr"] < RESOLVED  # (NaN: identical draws, no noise: resolved)
+    a.loc[bad, "cosine_corr"] = float("nan")
+    unresolved = set(zip(a.loc[bad, "policy"], a.loc[bad, "method"]))
+    pair = [(p, x) in unresolved or (p, y) in unresolved for p, x, y in zip(c["policy"], c["a"], c["b"])]
+    c.loc[pd.Series(pair, index=c.index) & (c["a"] != c["b"]), "cosine_corr"] = float("nan")
+    return {**d, "atlas": a, "cosines": c}
+
+
 def load(out: Path) -> dict:
-    return load_files(out, ("atlas", "cosines", "critic_distance", "critic_length"), "atlas.json",
-                      "experiments/atlas.py")
+    return resolve(load_files(out, ("atlas", "cosines", "critic_distance", "critic_length"), "atlas.json",
+                              "experiments/atlas.py"))
 
 
 def fig_heatmap(df: pd.DataFrame, path: Path) -> None:
@@ -142,7 +159,7 @@ def render(out: Path) -> Path:
         "atlas_heatmap.png": lambda d, path: fig_heatmap(d["atlas"], path),
         "atlas_cosines.png": lambda d, path: fig_cosines(d["cosines"], path),
         "atlas_critic.png": lambda d, path: fig_critic(d["critic_distance"], d["critic_length"], path)}, summary)
-    table(pd.read_csv(out / "atlas.csv")).to_csv(out / "atlas_table.csv", index=False)
+    table(load(out)["atlas"]).to_csv(out / "atlas_table.csv", index=False)
     return rep
 
 

@@ -48,6 +48,7 @@ from gcframe.errors import cli_entry  # noqa: E402
 from gcframe.rewards import score  # noqa: E402
 from gcframe.sampling import encode_prompts  # noqa: E402
 
+from analysis.atlas import RESOLVED  # noqa: E402
 from experiments.lab_common import add_out_args, finish, fresh_out  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
@@ -228,8 +229,9 @@ def measures(mom: dict, gs: torch.Tensor) -> tuple[dict, torch.Tensor, float]:
     # where the draws' noise outweighs their mean (‖ḡ‖² ≤ tr/n) the mean is not resolved: no corrected cosine
     # (NaN, shown as n/a), SNR 0; identical draws (tr = 0, RFT's fixed pool) have no measurable noise: SNR n/a
     snr = max(m2, 0.0) / tr if tr > 0 else float("nan")
-    cos_corr = dot / (m2 * g2) ** 0.5 if m2 > 0 else float("nan")
-    row = {"draws": n, "cosine": cos, "cosine_corr": max(min(cos_corr, 1.0), -1.0) if m2 > 0 else cos_corr,
+    resolved = m2 > 0 and n * m2 >= RESOLVED * tr  # analysis.atlas.RESOLVED: ‖E ĝ‖² ≥ 2 × the mean's noise
+    cos_corr = max(min(dot / (m2 * g2) ** 0.5, 1.0), -1.0) if resolved else float("nan")
+    row = {"draws": n, "cosine": cos, "cosine_corr": cos_corr,
            "sin_angle": max(1 - cos ** 2, 0.0) ** 0.5, "scale": dot / g2,
            "rel_bias": max(float((mean - gs) @ (mean - gs)) - tr / n, 0.0) ** 0.5 / g2 ** 0.5,
            "step_cosine": mom["step_cos"], "snr": snr, "mean_norm": max(m2, 0.0) ** 0.5, "noise_norm": tr ** 0.5,
