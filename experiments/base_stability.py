@@ -167,6 +167,7 @@ def summarise(out: Path) -> None:
                        y="eval_accuracy", hue="run", col="setup", kind="line", marker="o", markersize=3,
                        height=2.8, aspect=1.2, facet_kws={"sharex": False})
     grid.set_axis_labels("stage-1 step", "held-out greedy accuracy")
+    grid.set_titles("{col_name}", size=9)
     grid.savefig(out / "stability.png", dpi=90)
 
 
