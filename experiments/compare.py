@@ -366,7 +366,9 @@ def _main(args, where: dict) -> int:
                 if tracker_names:
                     trainer.logger.sinks.append(trackers.Tracker(acc, tracker_names, out, f"{label}/seed{seed}",
                                                                  trainer.cfg.to_dict()))
-                res = trainer.fit(resume=bool(args.resume) or run_dir.exists())  # a dead process's cell continues
+                # a cell that a dead process left continues (claims split cells only in a single-process launch;
+                # under several processes every rank must take the same branch: restore() holds a barrier)
+                res = trainer.fit(resume=bool(args.resume) or (acc.num_processes == 1 and run_dir.exists()))
                 final_model.finish(trainer, run_cfg.train.keep_checkpoints)  # RUN/final; checkpoints removed
                 where.pop("trainer", None)
                 del trainer

@@ -90,7 +90,7 @@ def test_compare_and_report_run_the_user_method(user_dir):
 
 
 @pytest.mark.parametrize("content, words", [
-    (None, "is not a Python file"),
+    (None, "not found: give the path of your .py file"),
     ("def broken(:\n", "failed to import (SyntaxError"),
     ("import torch\n", "registers no method"),
 ])

@@ -119,7 +119,10 @@ def test_ctrl_c_is_one_line_exit_130_and_resumes(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, str(hang), "--config", str(cfg), "--methods", "grpo", "--seeds", "0,1",
                              "--no-progress", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=cli_env(), cwd=ROOT)
+                            text=True, env=cli_env(), cwd=ROOT,
+                            # a pytest-xdist worker ignores SIGINT, and a child inherits that (Python then installs
+                            # no KeyboardInterrupt handler): give the run the terminal's default back
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for line in proc.stdout:
             if "hanging" in line:
