@@ -30,7 +30,7 @@ import seaborn as sns  # noqa: E402
 import yaml  # noqa: E402
 
 from gcframe.errors import UserError, cli_entry  # noqa: E402
-from gcframe.runs.log import read_jsonl  # noqa: E402
+from gcframe.tracking.log import read_jsonl  # noqa: E402
 
 DPI = 100
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -454,8 +454,8 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
             "gc_view.png": fig_gc_view(runs, rep / "gc_view.png", gc_shared_scale),
             "overoptimisation.png": fig_overoptimisation(runs, rep / "overoptimisation.png")}
     k = runs.k
-    from gcframe.runs import env as envinfo
-    from gcframe.runs.health import starvation
+    from gcframe.tracking import env as envinfo
+    from gcframe.tracking.health import starvation
 
     md = [f"# Head to head: {runs.out.name}\n",
           f"Environment: {envinfo.describe(envinfo.load(runs.out / 'env.json'))}\n",
@@ -494,7 +494,7 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
         found = starvation(rows.sort_values("step").to_dict("records"),
                            max_new_tokens=(cfg.get("train") or {}).get("max_new_tokens"))
         starved += [f"- **{method} seed {seed}**: {message}" for message in found.values()]
-    if starved:  # the trainer printed these as the run went (gcframe.runs.health)
+    if starved:  # the trainer printed these as the run went (gcframe.tracking.health)
         md += ["\n## Starved runs\n", "Runs whose completions were mostly cut off, or whose groups mostly had no "
                "reward variance, for several steps in a row: little or nothing to learn from.\n", *starved, ""]
     md.append("\n## Figures\n")

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from gcframe.errors import UserError, cli_entry
-from gcframe.runs import env as envinfo
+from gcframe.tracking import env as envinfo
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = re.compile(r"(<!-- result: (?P<csv>[\w./-]+) -->\n)(?P<body>.*?)(<!-- /result -->)", re.S)

@@ -42,14 +42,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
+from analysis.atlas import RESOLVED  # noqa: E402
+from experiments.lab_common import add_out_args, finish, fresh_out  # noqa: E402
 from gcframe.batch import Batch, pad_right  # noqa: E402
 from gcframe.engine import token_logprobs, weighted_mle_loss  # noqa: E402
 from gcframe.errors import cli_entry  # noqa: E402
 from gcframe.rewards import score  # noqa: E402
 from gcframe.sampling import encode_prompts  # noqa: E402
-
-from analysis.atlas import RESOLVED  # noqa: E402
-from experiments.lab_common import add_out_args, finish, fresh_out  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 FULL = dict(prompts=64, draws=192, rl_steps=30, eps=1e-6, aux_warmup=60, rft_pool=512, critic_steps=60,
@@ -308,10 +307,9 @@ def run(out: Path, quick: bool, names: list[str] | None) -> dict:
     from accelerate import Accelerator
 
     import methods
-    from gcframe import pipeline
-    from gcframe.runs.env import write_env
-
     from experiments import atlas_critic
+    from gcframe import pipeline
+    from gcframe.tracking.env import write_env
 
     spec, t0, c0 = QUICK if quick else FULL, time.time(), time.process_time()
     say = lambda what: print(f"[{time.time() - t0:6.1f} s] {what}", file=sys.stderr, flush=True)  # noqa: E731

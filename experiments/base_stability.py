@@ -22,9 +22,9 @@ import argparse
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import yaml
-from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -59,7 +59,7 @@ def train_variant(cfg, task, variant: str, eps: float, eval_every: int) -> list[
 
     from gcframe.modeling import build_char_tokenizer, build_tiny_llama
     from gcframe.pipeline import stage1_config
-    from gcframe.runs.log import read_jsonl
+    from gcframe.tracking.log import read_jsonl
     from gcframe.trainer import Trainer
 
     tok = build_char_tokenizer()
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
 
     from gcframe.config import from_dict, load_yaml, merge
     from gcframe.pipeline import prepare
-    from gcframe.runs.env import write_env
+    from gcframe.tracking.env import write_env
 
     torch.set_num_threads(args.threads)
     raw = load_yaml(args.config)

@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from gcframe.runs.memory import peak_rss_mb, reset_peak, rss_mb
+from gcframe.tracking.memory import peak_rss_mb, reset_peak, rss_mb
 
 LR = 1e-4  # any value: timing does not depend on it; the TRL side uses the same
 

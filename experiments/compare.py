@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-import gc
 import dataclasses
+import gc
 import os
 import shutil
 import sys
@@ -238,7 +238,7 @@ SUMMARY_COLUMNS = ("method", "seed", "base_accuracy", "initial_accuracy", "final
 def summary_row(label: str, seed: int, run_dir: Path, res: dict) -> dict:
     """One summary.csv row. base_accuracy is this run's own step-0 evaluation (the base under this run's evaluation
     settings), read from its metrics.jsonl, so a resumed or skipped run reports it too."""
-    from gcframe.runs.log import read_jsonl
+    from gcframe.tracking.log import read_jsonl
 
     path = run_dir / "metrics.jsonl"
     start = next((r["eval_accuracy"] for r in (read_jsonl(path) if path.exists() else [])
@@ -249,7 +249,7 @@ def summary_row(label: str, seed: int, run_dir: Path, res: dict) -> dict:
 
 def interrupted_line(out: Path, where: dict) -> str:
     """What Ctrl-C leaves and how to continue: one line."""
-    from gcframe.runs import checkpoint
+    from gcframe.tracking import checkpoint
 
     if not where.get("config_written"):
         return "interrupted before anything was written: nothing to keep; run the command again"
@@ -287,7 +287,7 @@ def _main(args, where: dict) -> int:
     if args.no_progress or not sys.stderr.isatty():  # a redirected stderr gets no bars (tqdm's disable=None)
         quiet_library_bars()  # "Generating train split", "Converting and de-quantizing GGUF tensors"
     if args.no_progress:
-        from gcframe.runs import progress
+        from gcframe.tracking import progress
 
         progress.set_enabled(False)  # no bars, and no plain progress lines either
     if args.list_methods:
@@ -305,9 +305,9 @@ def _main(args, where: dict) -> int:
 
     from gcframe import pipeline
     from gcframe.rewards import functions as reward_funcs
-    from gcframe.runs import checkpoint, claims, final_model, trackers
-    from gcframe.runs.env import write_env
-    from gcframe.runs.log import write_yaml
+    from gcframe.tracking import checkpoint, claims, final_model, trackers
+    from gcframe.tracking.env import write_env
+    from gcframe.tracking.log import write_yaml
     from gcframe.trainer import Trainer, make_accelerator
     from methods import get_method
 

@@ -9,10 +9,10 @@
 
 Resumable: the same command again skips finished seeds and continues a killed one from its checkpoint.
 Parallel: start the same command in two shells, one thread each (OMP_NUM_THREADS=1); the processes split the
-seeds by claim files (gcframe.runs.claims), and whichever finishes last writes results/<name>/.
+seeds by claim files (gcframe.tracking.claims), and whichever finishes last writes results/<name>/.
 
 A result folder holds what made it and what it found:
-    results/<name>/env.json      the environment (gcframe.runs.env): versions, CPU, threads, commit, command
+    results/<name>/env.json      the environment (gcframe.tracking.env): versions, CPU, threads, commit, command
     results/<name>/config.yaml   the configuration
     results/<name>/*.csv         the numbers (summary.csv: one row per method and seed; table.csv: the table shown)
     results/<name>/*.png         the figure(s) the README or the docs show
@@ -117,7 +117,7 @@ def run(cmd: list[str]) -> None:
 def compare_seed(recipe: Recipe, seed: int, runs: Path, quick: bool) -> None:
     """One seed of a compare result into runs/<name>/seed<k>, resumed if a killed process left it, skipped if done
     or if another process holds its claim."""
-    from gcframe.runs import claims
+    from gcframe.tracking import claims
 
     out = runs / f"seed{seed}"
     if (out / "summary.csv").exists():

@@ -10,7 +10,7 @@ output folder: `python experiments/compare.py --resume OUT/<level>` and `python 
 work on it too).
 
 Parallel: start the same command in two (or more) shells, one thread each (OMP_NUM_THREADS=1). The processes
-split the cells between them: each claims the next cell nobody holds (gcframe.runs.claims), one trains each missing
+split the cells between them: each claims the next cell nobody holds (gcframe.tracking.claims), one trains each missing
 SFT base while the others wait for it, and a claim left by a killed process is taken over on the next run.
 
 Output:
@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
 from gcframe.errors import UserError, cli_entry  # noqa: E402
-from gcframe.runs import claims  # noqa: E402
+from gcframe.tracking import claims  # noqa: E402
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "sweep_5_2.yaml"
 SWEEP_KEYS = {"base", "levels", "methods", "seeds", "train", "task", "final_k", "final_k_size", "quick"}
@@ -164,8 +164,8 @@ def prepare_level(sweep: dict, level: str, out: Path, acc, show: bool) -> dict:
 
     from gcframe import pipeline
     from gcframe.modeling import load_model_and_tokenizer
-    from gcframe.runs.log import write_yaml
     from gcframe.sampling import GenerationConfig, Generator
+    from gcframe.tracking.log import write_yaml
 
     cfg, methods, seeds = level_config(sweep, level)
     cfg, task = pipeline.prepare(cfg)
@@ -215,7 +215,7 @@ def train_cell(sweep: dict, level: dict, method: str, seed: int, run_dir: Path, 
     import torch
 
     from experiments.compare import run_config
-    from gcframe.runs import checkpoint
+    from gcframe.tracking import checkpoint
     from gcframe.trainer import Trainer
 
     name, run_cfg = run_config(level["cfg"], method, seed)
@@ -286,7 +286,7 @@ def main(argv=None) -> int:
         cfg, methods, _ = level_config(sweep, level)
         method_names(argparse.Namespace(methods=",".join(methods)), cfg)
 
-    from gcframe.runs.log import write_yaml
+    from gcframe.tracking.log import write_yaml
     from gcframe.trainer import make_accelerator
 
     out = Path(args.out or ("runs/sweep_5_2-quick" if args.quick else "runs/sweep_5_2"))

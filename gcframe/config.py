@@ -121,7 +121,7 @@ class TrainConfig:
     """Keep the resumable checkpoints once a run has finished (by default only its final model, RUN/final, stays)."""
     report_to: str = ""
     """Experiment trackers that also get every metrics row, comma-separated: tensorboard, trackio, wandb, mlflow
-    (gcframe/runs/trackers.py; each an optional extra). Empty: metrics.jsonl only."""
+    (gcframe/tracking/trackers.py; each an optional extra). Empty: metrics.jsonl only."""
 
 
 @dataclass

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from gcframe.config import RUNTIME_MODEL_OPTIONS, RunConfig, TrainConfig
 from gcframe.errors import UserError
-from gcframe.runs import claims, progress
-from gcframe.runs.log import cache_root, publish_dir
 from gcframe.tasks import build_task
+from gcframe.tracking import claims, progress
+from gcframe.tracking.log import cache_root, publish_dir
 
 
 def resolve(cfg: RunConfig, task, tok=None) -> RunConfig:

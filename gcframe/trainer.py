@@ -28,10 +28,10 @@ from gcframe.errors import UserError
 from gcframe.evaluate import COUNT_KEYS, evaluate, rates
 from gcframe.kl import k3
 from gcframe.modeling import count_parameters, evaluating, prepare_policy
-from gcframe.runs import checkpoint, health
-from gcframe.runs.log import RunLogger
-from gcframe.runs.memory import peak_rss_mb, reset_peak, rss_mb
-from gcframe.runs.progress import progress
+from gcframe.tracking import checkpoint, health
+from gcframe.tracking.log import RunLogger
+from gcframe.tracking.memory import peak_rss_mb, reset_peak, rss_mb
+from gcframe.tracking.progress import progress
 from methods.base import get_method
 
 
@@ -297,7 +297,7 @@ class Trainer:
         return out
 
     def _check_health(self, row: dict) -> None:
-        """One line per kind when the last steps were starved (gcframe.runs.health): most completions cut off, or
+        """One line per kind when the last steps were starved (gcframe.tracking.health): most completions cut off, or
         most groups without reward variance."""
         self.recent = (getattr(self, "recent", []) + [row])[-health.WINDOW:]
         self.warned = getattr(self, "warned", set())
@@ -402,7 +402,7 @@ class Trainer:
     def save_model(self, path) -> Path:
         """The policy as one Hugging Face folder (`final_model.save`: model or LoRA adapter + tokenizer), written by
         the main process; under FSDP2 its shards are gathered first (collective: every process calls this)."""
-        from gcframe.runs import final_model
+        from gcframe.tracking import final_model
 
         policy = self.acc.unwrap_model(self.policy)
         full = sharding.full_state_dict(policy) if self.sharded else None

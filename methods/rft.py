@@ -60,7 +60,7 @@ class RFT(Method):
         return {"pool_size": len(pool), "pool_acceptance": len(pool) / drawn, "pool_samples": drawn,
                 "pool_gen_tokens": tokens, "pool_epochs": t.steps * per_call / len(pool)}
 
-    def state_dict(self) -> dict:  # checkpointed (gcframe.runs.checkpoint): a resumed run reuses the same pool
+    def state_dict(self) -> dict:  # checkpointed (gcframe.tracking.checkpoint): a resumed run reuses the same pool
         return {"pool": self.pool}
 
     def load_state_dict(self, state: dict) -> None:

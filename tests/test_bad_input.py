@@ -16,8 +16,8 @@ import pytest
 import torch
 import yaml
 
-from gcframe.runs import checkpoint
-from gcframe.runs.log import read_jsonl
+from gcframe.tracking import checkpoint
+from gcframe.tracking.log import read_jsonl
 from tests.test_resume import COMPARE, TINY_CONFIG, run_cli
 
 TINY = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "steps": 6, "eval_every": 0}}

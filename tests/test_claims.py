@@ -1,10 +1,10 @@
-"""gcframe.runs.claims: a claim held by a live process blocks others, one left by a dead process is taken over."""
+"""gcframe.tracking.claims: a claim held by a live process blocks others, one left by a dead process is taken over."""
 import os
 import socket
 import subprocess
 import sys
 
-from gcframe.runs import claims
+from gcframe.tracking import claims
 
 
 def sleeper():

@@ -13,8 +13,8 @@ import pytest
 import torch
 import yaml
 
-from gcframe.runs import checkpoint
-from gcframe.runs.log import read_jsonl
+from gcframe.tracking import checkpoint
+from gcframe.tracking.log import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPARE = ROOT / "experiments" / "compare.py"

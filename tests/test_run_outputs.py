@@ -11,7 +11,7 @@ import torch
 from gcframe import pipeline
 from gcframe.config import from_dict
 from gcframe.modeling import load_model_and_tokenizer
-from gcframe.runs.log import cache_root, read_jsonl
+from gcframe.tracking.log import cache_root, read_jsonl
 from tests.test_resume import TINY_CONFIG, run_cli, write_config
 
 
@@ -111,7 +111,7 @@ def test_report_to_names_are_checked_before_anything_runs(monkeypatch):
     import importlib.util
 
     from gcframe.errors import UserError
-    from gcframe.runs import trackers
+    from gcframe.tracking import trackers
 
     assert trackers.names("") == [] and trackers.names("none") == [] and trackers.names(" tensorboard ") == ["tensorboard"]
     with pytest.raises(UserError, match="unknown tracker 'tensorbord': choose from tensorboard, wandb, trackio"):

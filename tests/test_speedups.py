@@ -229,7 +229,7 @@ def test_drawing_from_a_dataset_reads_the_same_rows_as_from_a_list():
 
 def test_a_runs_peak_memory_is_its_own_not_the_processes():
     from experiments.bench_common import Size, build_base, make_trainer
-    from gcframe.runs import memory
+    from gcframe.tracking import memory
 
     if not memory.reset_peak() or memory.peak_rss_mb() is None:
         pytest.skip("this OS cannot restart the RSS peak (Linux >= 4.0 with /proc only)")

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gcframe.runs import checkpoint
-from gcframe.runs.log import read_jsonl
+from gcframe.tracking import checkpoint
+from gcframe.tracking.log import read_jsonl
 from tests.test_resume import (
     COMPARE,
     HANG,
@@ -103,7 +103,7 @@ def test_summary_keeps_its_columns_after_resuming_a_finished_folder(fresh_cache,
 
 def test_env_json_beside_every_result_and_in_the_report(compared):
     out, _ = compared
-    from gcframe.runs import env
+    from gcframe.tracking import env
 
     for folder in (out, out / "grpo" / "seed0"):
         e = json.loads((folder / "env.json").read_text())
@@ -185,7 +185,7 @@ def test_relative_config_paths_and_yaml_floats(tmp_path):
 
 
 def test_starved_run_is_named():
-    from gcframe.runs.health import starvation
+    from gcframe.tracking.health import starvation
 
     rows = [{"step": s, "loss": 0.1, "truncated_frac": 0.6, "zero_var_groups": 0.9 if s > 1 else 0.1}
             for s in range(8)]
@@ -198,7 +198,7 @@ def test_starved_run_is_named():
 def test_plain_progress_lines_and_a_bar_on_a_zero_width_pty(tmp_path):
     """Redirected: plain lines (no '\\r', no bar); on a pseudo-terminal that reports 0 columns (a pty without a
     window size): a bar that shows the count, not an empty line."""
-    snippet = ("import time\nfrom gcframe.runs import progress\nprogress.PLAIN_EVERY_S = 0.2\n"
+    snippet = ("import time\nfrom gcframe.tracking import progress\nprogress.PLAIN_EVERY_S = 0.2\n"
                "for i in progress.progress(range(3), desc='stage 1 (SFT base)'):\n    time.sleep(0.5)\n")
     r = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, env=cli_env(), cwd=ROOT,
                        timeout=60)

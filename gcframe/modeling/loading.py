@@ -20,7 +20,7 @@ from transformers.utils import logging as hf_logging
 
 from gcframe.errors import UserError
 from gcframe.modeling.tokenizers import configure_tokenizer
-from gcframe.runs.log import cache_root, publish_dir
+from gcframe.tracking.log import cache_root, publish_dir
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")  # "name" or "org/name"
 hf_logging.disable_progress_bar()  # no "Loading weights" bars between our own progress bars
@@ -52,7 +52,7 @@ def gguf_folder(gguf_file: str | Path) -> Path:
     out = cache_root() / "models" / f"{src.stem}-{_file_hash(src)}-v{GGUF_VERSION}"
     if (out / "config.json").is_file():
         return out
-    from gcframe.runs import progress
+    from gcframe.tracking import progress
 
     # transformers draws its own bar on a terminal; elsewhere a plain line every few seconds says it is converting
     beat = progress.progress(desc=f"converting {src.name} into a Hugging Face folder (once; cached in {out})",

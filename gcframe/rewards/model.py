@@ -30,7 +30,7 @@ from gcframe.rewards.preferences import (
     load_or_build,
     pair_batch,
 )
-from gcframe.runs.log import publish_dir
+from gcframe.tracking.log import publish_dir
 
 VERSION = 1
 

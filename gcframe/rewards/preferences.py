@@ -30,9 +30,9 @@ import torch
 
 from gcframe.batch import Batch
 from gcframe.errors import UserError
-from gcframe.runs import claims
-from gcframe.runs.log import publish_dir
 from gcframe.sampling import GenerationConfig, Generator, make_batch
+from gcframe.tracking import claims
+from gcframe.tracking.log import publish_dir
 
 VERSION = 1  # bump when the construction changes: old caches are then ignored
 

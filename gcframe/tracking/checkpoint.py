@@ -46,7 +46,7 @@ def latest(run_dir: str | Path) -> Path | None:
 
 def finished(run_dir: str | Path, steps: int) -> dict | None:
     """The result of a run that logged its final evaluation (`Trainer.fit`'s summary), or None."""
-    from gcframe.runs.log import read_jsonl
+    from gcframe.tracking.log import read_jsonl
 
     path = Path(run_dir) / "metrics.jsonl"
     rows = read_jsonl(path) if path.exists() else []

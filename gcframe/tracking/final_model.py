@@ -14,8 +14,8 @@ import os
 import shutil
 from pathlib import Path
 
-from gcframe.runs.checkpoint import SUBDIR
-from gcframe.runs.log import publish_dir
+from gcframe.tracking.checkpoint import SUBDIR
+from gcframe.tracking.log import publish_dir
 
 FINAL = "final"
 

@@ -29,7 +29,7 @@ class RunLogger:
     def __init__(self, run_dir: str | Path, enabled: bool = True):
         self.dir = Path(run_dir)
         self.enabled = enabled
-        self.sinks: list = []  # more receivers of every metrics row, e.g. gcframe.runs.trackers.Tracker (report_to)
+        self.sinks: list = []  # more receivers of every metrics row, e.g. gcframe.tracking.trackers.Tracker (report_to)
         if enabled:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._metrics = open(self.dir / "metrics.jsonl", "a")
