@@ -26,15 +26,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 
-from experiments.bench_common import (
-    ALL_SIZES,
-    build_real_base,
-    isolated,
-    measure_method,
-    ratio,
-    run_config,
-    task_of,
-)
+from experiments.bench_common import ALL_SIZES, build_real_base, isolated, measure_method, ratio, run_config, task_of
 
 PARTS = ("methods", "options", "trl")  # --parts: what a run measures (default all)
 OPTIONS = {  # GRPO under each of `model:`'s options (gcframe.config.ModelSection); "fp32" is the plain run

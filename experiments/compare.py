@@ -190,10 +190,10 @@ def method_names(args, cfg) -> list[str]:
 
 
 def prepare_out(args, accelerator) -> Path:
-    out = Path(args.out or f"runs/compare-{time.strftime('%Y%m%d-%H%M%S')}")
+    out = Path(args.out)  # (main set the default name)
     if args.resume:
         return out  # checked by resumed_config
-    check_out(out, args.overwrite)
+    check_out(out, args.overwrite)  # again: the folder may have appeared while the model or base was prepared
     if accelerator.is_main_process:
         if out.exists() and args.overwrite:
             shutil.rmtree(out)

@@ -131,11 +131,7 @@ def stage1_config(cfg: RunConfig, eval_every: int = 0) -> RunConfig:
 
 def _train_sft_base(cfg: RunConfig, task, accelerator, d: Path, show_progress: bool) -> tuple[Path, dict]:
     """Stage 1: the tiny model trained from scratch on the demonstrations (method `sft`), published at `d`."""
-    from gcframe.modeling import (
-        build_char_tokenizer,
-        build_tiny_llama,
-        save_model_and_tokenizer,
-    )
+    from gcframe.modeling import build_char_tokenizer, build_tiny_llama, save_model_and_tokenizer
     from gcframe.trainer import Trainer
 
     tok = build_char_tokenizer()
@@ -164,12 +160,7 @@ def _train_sft_base(cfg: RunConfig, task, accelerator, d: Path, show_progress: b
 def prepare(cfg: RunConfig):
     """(resolved config, task) before anything is written: the model path is checked (a GGUF converted), its
     tokenizer decides the prompt format, and the longest prompt must fit the model's context."""
-    from gcframe.modeling import (
-        build_char_tokenizer,
-        context_length,
-        load_tokenizer,
-        resolve_model_path,
-    )
+    from gcframe.modeling import build_char_tokenizer, context_length, load_tokenizer, resolve_model_path
 
     if cfg.model.path:
         path = resolve_model_path(cfg.model.path)

@@ -166,10 +166,7 @@ def local_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None
 
 # -- checkpoints: torch.distributed.checkpoint, every process writes its own shards -----------------------------
 def _stateful(trainer) -> dict:
-    from torch.distributed.checkpoint.state_dict import (
-        get_model_state_dict,
-        get_state_dict,
-    )
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
 
     state = {}
     for i, (m, o) in enumerate([(trainer.policy, trainer.opt), *zip(trainer.aux_models, trainer.aux_opts)]):
@@ -192,10 +189,7 @@ def save_checkpoint(trainer, path) -> None:
 def load_checkpoint(trainer, path) -> None:
     """Inverse of `save_checkpoint`, in place (collective)."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import (
-        set_model_state_dict,
-        set_state_dict,
-    )
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
 
     state = _stateful(trainer)
     dcp.load(state, checkpoint_id=str(path))
@@ -208,9 +202,6 @@ def load_checkpoint(trainer, path) -> None:
 def full_state_dict(model: nn.Module) -> dict:
     """The unsharded state dict, gathered shard by shard into the main process's CPU memory (the others get {}).
     Collective: every process calls it."""
-    from torch.distributed.checkpoint.state_dict import (
-        StateDictOptions,
-        get_model_state_dict,
-    )
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))

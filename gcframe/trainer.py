@@ -155,6 +155,8 @@ class Trainer:
         self.mb_gen = torch.Generator().manual_seed(cfg.seed + 1)
         self.gen_tokens = 0
         self.elapsed = 0.0
+        self.recent: list[dict] = []  # the last health.WINDOW training rows, and the starvation kinds warned about
+        self.warned: set[str] = set()
         # the models this run holds and their parameter counts (frozen ones are copies of the SFT base)
         self.models_held = {"policy": count_parameters(policy), **{n: count_parameters(m) for n, m in self.aux.items()}}
         if self.method.uses_reference:
@@ -299,8 +301,7 @@ class Trainer:
     def _check_health(self, row: dict) -> None:
         """One line per kind when the last steps were starved (gcframe.tracking.health): most completions cut off, or
         most groups without reward variance."""
-        self.recent = (getattr(self, "recent", []) + [row])[-health.WINDOW:]
-        self.warned = getattr(self, "warned", set())
+        self.recent = (self.recent + [row])[-health.WINDOW:]
         for kind, message in health.starvation(self.recent, max_new_tokens=self.tcfg.max_new_tokens).items():
             if kind not in self.warned and self.acc.is_main_process:
                 self.warned.add(kind)

@@ -62,9 +62,7 @@ class MethodConfig:
     @classmethod
     def from_dict(cls, values: dict, method: str) -> "MethodConfig":
         """Options from `methods.<method>` in a config: names and types checked, then `validate()`."""
-        from gcframe.config import (
-            _section,  # the same checks as every other config section
-        )
+        from gcframe.config import _section  # the same checks as every other config section
 
         return _section(cls, values or {}, f"methods.{method}")
 

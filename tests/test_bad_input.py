@@ -120,12 +120,7 @@ def results(tmp_path_factory):
     cfg, task = pipeline.prepare(from_dict(TINY))
     pipeline.sft_base(cfg, task, make_accelerator(), show_progress=False)  # cached once, before the parallel runs
     (tmp / "qa.jsonl").write_text("".join(json.dumps({"question": f"{i}+1?"}) + "\n" for i in range(8)))
-    from gcframe.modeling import (
-        ModelConfig,
-        build_char_tokenizer,
-        build_tiny_llama,
-        save_model_and_tokenizer,
-    )
+    from gcframe.modeling import ModelConfig, build_char_tokenizer, build_tiny_llama, save_model_and_tokenizer
 
     tok = build_char_tokenizer()  # a model folder whose weights are missing: config.json and tokenizer only
     save_model_and_tokenizer(build_tiny_llama(tok, ModelConfig(hidden_size=16, num_layers=1, num_heads=2,

@@ -10,12 +10,7 @@ import torch
 
 from gcframe.config import RewardModelConfig
 from gcframe.errors import UserError
-from gcframe.modeling import (
-    ModelConfig,
-    ScalarHeadModel,
-    build_char_tokenizer,
-    build_tiny_llama,
-)
+from gcframe.modeling import ModelConfig, ScalarHeadModel, build_char_tokenizer, build_tiny_llama
 from gcframe.rewards.model import RewardModel, bradley_terry_loss, train
 from gcframe.rewards.preferences import PreferenceOptions, annotate, build, pair_batch
 from methods.base import Method

@@ -121,9 +121,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
         assert rows_without_timing(run / "metrics.jsonl") == rows_without_timing(ref / "metrics.jsonl")
         assert read_jsonl(run / "samples.jsonl") == read_jsonl(ref / "samples.jsonl")
     assert (killed / "summary.csv").read_text().count("\n") == 3  # header + two runs
-    from safetensors.torch import (
-        load_file,  # the resumed run's final model is the uninterrupted run's, bit for bit
-    )
+    from safetensors.torch import load_file  # the resumed run's final model is the uninterrupted run's, bit for bit
 
     resumed_w = load_file(killed / "grpo" / "seed1" / "final" / "model.safetensors")
     full_w = load_file(tmp_path / "full" / "grpo" / "seed1" / "final" / "model.safetensors")

@@ -7,13 +7,7 @@ import torch
 
 from gcframe import engine, sampling
 from gcframe.modeling import ModelConfig, build_char_tokenizer, build_tiny_llama
-from gcframe.sampling import (
-    encode_completion,
-    encode_completions,
-    encode_prompt,
-    encode_prompts,
-    make_batch,
-)
+from gcframe.sampling import encode_completion, encode_completions, encode_prompt, encode_prompts, make_batch
 from gcframe.trainer import adamw
 
 TINY = ModelConfig(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64)
@@ -251,11 +245,7 @@ def test_decoding_a_chat_model_under_lora_is_hf_generate(always_share, tmp_path,
     """decode's shared prefill on a real BPE tokenizer with a chat template, through a peft LoRA model and its
     adapter-disabled view (π_ref): the same greedy tokens and logits as HF generate with a prefill of every row."""
     from gcframe.batch import pad_left
-    from gcframe.modeling import (
-        AdapterDisabled,
-        load_model_and_tokenizer,
-        prepare_policy,
-    )
+    from gcframe.modeling import AdapterDisabled, load_model_and_tokenizer, prepare_policy
     from gcframe.tasks import TaskConfig, build_task
     from tests.chat_models import build_chat_model
 

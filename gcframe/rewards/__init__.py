@@ -6,11 +6,6 @@
     preferences  the offline preference set (pairs of SFT-base samples judged by a simulated annotator)
     model        the Bradley–Terry reward model r_φ trained on those pairs
 """
-from gcframe.rewards.scoring import (
-    REWARD_SOURCES,
-    outcome_rewards,
-    process_rewards,
-    score,
-)
+from gcframe.rewards.scoring import REWARD_SOURCES, outcome_rewards, process_rewards, score
 
 __all__ = ["REWARD_SOURCES", "outcome_rewards", "process_rewards", "score"]

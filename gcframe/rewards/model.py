@@ -23,13 +23,7 @@ from tqdm.auto import tqdm
 
 from gcframe.batch import Batch
 from gcframe.modeling import ScalarHeadModel, load_model_and_tokenizer
-from gcframe.rewards.preferences import (
-    PreferenceOptions,
-    cache_key,
-    derived_dir,
-    load_or_build,
-    pair_batch,
-)
+from gcframe.rewards.preferences import PreferenceOptions, cache_key, derived_dir, load_or_build, pair_batch
 from gcframe.tracking.log import publish_dir
 
 VERSION = 1
