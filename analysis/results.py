@@ -28,7 +28,7 @@ from gcframe.tracking import env as envinfo
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = re.compile(r"(<!-- result: (?P<csv>[\w./-]+) -->\n)(?P<body>.*?)(<!-- /result -->)", re.S)
-ENV_KEYS = ("commit", "dirty", "python", "cpu", "threads")  # seeds of one result must agree on these
+ENV_KEYS = ("commit", "dirty", "python", "cpu", "threads")  # the processes of one result must agree on these
 
 
 # -- collecting ----------------------------------------------------------------------------------------------------
@@ -47,38 +47,18 @@ def _same_env(envs: list[dict]) -> dict:
     return envs[0]
 
 
-def merge_seeds(runs: Path, seeds: list[int]) -> Path:
-    """One compare.py-shaped folder (runs/<name>/merged) whose <method>/seed<k> link to each seed's own run."""
-    merged = runs / "merged"
-    shutil.rmtree(merged, ignore_errors=True)
-    merged.mkdir(parents=True)
-    first = runs / f"seed{seeds[0]}"
-    for name in ("config.yaml", "gc_view.json", "reward_model.json"):
-        if (first / name).exists():
-            shutil.copy(first / name, merged / name)
-    frames = []
-    for s in seeds:
-        src = runs / f"seed{s}"
-        frames.append(pd.read_csv(src / "summary.csv"))
-        for run in src.glob(f"*/seed{s}"):
-            (merged / run.parent.name).mkdir(exist_ok=True)
-            (merged / run.parent.name / run.name).symlink_to(run.resolve(), target_is_directory=True)
-    pd.concat(frames).to_csv(merged / "summary.csv", index=False)
-    return merged
-
-
-def from_compare(runs: Path, seeds: list[int], results: Path, config: str) -> None:
-    """results/<name>/: summary.csv (a row per method and seed), table.csv (the report's table), findings.csv
-    (§5.2 paired differences), curves.png, gc_view.png, config.yaml, env.json."""
+def from_compare(runs: Path, results: Path) -> None:
+    """results/<name>/ from a finished compare.py folder: summary.csv (a row per method and seed), table.csv (the
+    report's table), findings.csv (§5.2 paired differences), curves.png, gc_view.png, config.yaml, env.json. The
+    processes that ran its cells (env.json, env.resume*.json) must share one environment."""
     from analysis import report
 
-    merged = merge_seeds(runs, seeds)
-    env = _same_env([envinfo.load(runs / f"seed{s}" / "env.json") for s in seeds])
-    tables = report.Runs(merged)
+    env = _same_env([envinfo.load(p) for p in sorted(runs.glob("env*.json"))])
+    tables = report.Runs(runs)
     results.mkdir(parents=True, exist_ok=True)
     (results / "env.json").write_text(json.dumps(env, indent=1) + "\n")
-    shutil.copy(merged / "config.yaml", results / "config.yaml")
-    summary = pd.read_csv(merged / "summary.csv")
+    shutil.copy(runs / "config.yaml", results / "config.yaml")
+    summary = pd.read_csv(runs / "summary.csv")
     summary.to_csv(results / "summary.csv", index=False, float_format="%.4f")
     pd.DataFrame(report.summary_rows(tables)).to_csv(results / "table.csv", index=False)
     findings = report.finding_rows(tables)
@@ -88,13 +68,14 @@ def from_compare(runs: Path, seeds: list[int], results: Path, config: str) -> No
     report.fig_overoptimisation(tables, results / "overoptimisation.png")  # runs on r_φ only (else nothing)
     if tables.gc and tables.gc.get("methods"):
         report.fig_gc_view(tables, results / "gc_view.png")
-    if (merged / "reward_model.json").exists():  # r_φ: its held-out pairwise accuracy, as a one-row table
-        rm = json.loads((merged / "reward_model.json").read_text())
+    if (runs / "reward_model.json").exists():  # r_φ: its held-out pairwise accuracy, as a one-row table
+        rm = json.loads((runs / "reward_model.json").read_text())
         pd.DataFrame([{"held-out pairwise accuracy": f"{rm['heldout_accuracy']:.3f}",
                        "training pairs": (rm.get("preferences") or {}).get("train_pairs"),
                        "train s": f"{rm.get('train_time_s', float('nan')):.0f}"}]).to_csv(
             results / "reward_model.csv", index=False)
-    print(f"{results}: {len(summary)} runs, {summary['method'].nunique()} methods, seeds {seeds}")
+    print(f"{results}: {len(summary)} runs, {summary['method'].nunique()} methods, seeds "
+          f"{sorted(summary['seed'].unique().tolist())}")
 
 
 def from_command(runs: Path, results: Path, keep: list[str]) -> None:

@@ -8,8 +8,9 @@
     python -m analysis.results                              # re-render the README's and docs' tables from results/
 
 Resumable: the same command again skips finished seeds and continues a killed one from its checkpoint.
-Parallel: start the same command in two shells, one thread each (OMP_NUM_THREADS=1); the processes split the
-seeds by claim files (gcframe.tracking.claims), and whichever finishes last writes results/<name>/.
+Parallel: start the same command in two shells, one thread each (OMP_NUM_THREADS=1). A comparison's processes
+split its method x seed cells by compare.py's claim files (gcframe.tracking.claims); whichever finishes last writes
+results/<name>/.
 
 A result folder holds what made it and what it found:
     results/<name>/env.json      the environment (gcframe.tracking.env): versions, CPU, threads, commit, command
@@ -24,6 +25,7 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +39,7 @@ CONFIGS = ROOT / "experiments" / "configs"
 
 @dataclass
 class Recipe:
-    """How one result is made. kind 'compare': experiments/compare.py per seed, merged; 'command': one script."""
+    """How one result is made. kind 'compare': experiments/compare.py over every seed; 'command': one script."""
 
     doc: str
     kind: str
@@ -114,29 +116,30 @@ def run(cmd: list[str]) -> None:
                         "reproduce command resumes from what it finished")
 
 
-def compare_seed(recipe: Recipe, seed: int, runs: Path, quick: bool) -> None:
-    """One seed of a compare result into runs/<name>/seed<k>, resumed if a killed process left it, skipped if done
-    or if another process holds its claim."""
+def compare_cells(recipe: Recipe, seeds: list[int], out: Path, quick: bool) -> None:
+    """A compare result into one compare.py folder, every seed in it. The first process starts it; a second one
+    (or a later one, after a kill) resumes it; compare.py's own claim files (OUT/<method>/seed<k>.claim) then split
+    the method x seed cells between whichever processes are running, and the last one to finish writes
+    summary.csv."""
     from gcframe.tracking import claims
 
-    out = runs / f"seed{seed}"
     if (out / "summary.csv").exists():
         print(f"{out}: finished, kept")
         return
-    claim = out.with_name(out.name + ".claim")
-    runs.mkdir(parents=True, exist_ok=True)
-    if not claims.acquire(claim):
-        print(f"{out}: another process is running it")
-        return
-    try:
-        if (out / "config.yaml").exists():
-            cmd = ["experiments/compare.py", "--resume", str(out)]
-        else:
-            cmd = ["experiments/compare.py", "--config", str(CONFIGS / recipe.config), "--seeds", str(seed),
-                   "--out", str(out), *(recipe.quick if quick else [])]
-        run(cmd)
-    finally:
-        claims.release(claim)
+    start = out.with_name(out.name + ".start.claim")  # held while one process creates the folder
+    if claims.acquire(start):
+        try:
+            if not (out / "config.yaml").exists():
+                run(["experiments/compare.py", "--config", str(CONFIGS / recipe.config),
+                     "--seeds", ",".join(map(str, seeds)), "--out", str(out), *(recipe.quick if quick else [])])
+                return
+        finally:
+            claims.release(start)
+    else:
+        print(f"{out}: another process is starting it; this one joins once its config.yaml is written", flush=True)
+        while not (out / "config.yaml").exists() and claims.holder(start):
+            time.sleep(2)
+    run(["experiments/compare.py", "--resume", str(out)])
 
 
 def reproduce(name: str, args) -> Path | None:
@@ -147,12 +150,13 @@ def reproduce(name: str, args) -> Path | None:
 
     if recipe.kind == "compare":
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else ([0] if args.quick else recipe.seeds)
-        for seed in seeds:
-            compare_seed(recipe, seed, runs, args.quick)
-        if not all((runs / f"seed{s}" / "summary.csv").exists() for s in seeds):
-            print(f"{name}: seeds still running elsewhere; the last process to finish writes {results}")
+        if seeds != recipe.seeds and not args.quick:  # another set of seeds is another run folder
+            runs = runs.with_name(f"{name}-seeds{'-'.join(map(str, seeds))}")
+        compare_cells(recipe, seeds, runs, args.quick)
+        if not (runs / "summary.csv").exists():
+            print(f"{name}: cells still running elsewhere; the last process to finish writes {results}")
             return None
-        collect.from_compare(runs, seeds, results, recipe.config)
+        collect.from_compare(runs, results)
     else:
         runs.mkdir(parents=True, exist_ok=True)
         run([a.replace("OUT", str(runs)) for a in recipe.command] + (recipe.quick if args.quick else []))

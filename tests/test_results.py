@@ -62,7 +62,7 @@ def test_results_from_different_commits_are_named(tree):
                                    "code between them does not change these results; say so where they are shown)"]
 
 
-def test_seeds_made_in_different_environments_are_refused_not_mixed():
+def test_processes_in_different_environments_are_refused_not_mixed():
     assert results._same_env([ENV, dict(ENV)]) == ENV
     with pytest.raises(UserError, match="different environments \\(torch differ\\)"):
         results._same_env([ENV, {**ENV, "torch": {"version": "2.14.1"}}])
@@ -73,3 +73,35 @@ def test_reproduce_names_the_known_results_for_an_unknown_one():
                        text=True, timeout=120)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.startswith("error: unknown result(s) defualt: known results are default, overoptimisation")
+
+
+def test_a_compare_result_is_started_once_and_joined_by_resume(tmp_path, monkeypatch):
+    """reproduce's compare recipes: the first process creates the folder, any other process (or the same command
+    after a kill) resumes it, so compare.py's cell claims split the work; a finished folder is not run again."""
+    import socket
+
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import reproduce
+
+    calls = []
+    monkeypatch.setattr(reproduce, "run", lambda cmd: calls.append(cmd))
+    recipe, out = reproduce.RECIPES["default"], tmp_path / "default"
+    reproduce.compare_cells(recipe, [0, 1, 2], out, quick=False)
+    assert calls[-1][0] == "experiments/compare.py" and calls[-1][-4:] == ["--seeds", "0,1,2", "--out", str(out)]
+    assert not out.with_name("default.start.claim").exists()  # released once compare.py returned
+
+    out.mkdir()
+    (out / "config.yaml").write_text("run: {}\n")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:  # another live process holds the start claim: this one joins with --resume
+        out.with_name("default.start.claim").write_text(f"{socket.gethostname()}:{other.pid}")
+        reproduce.compare_cells(recipe, [0, 1, 2], out, quick=False)
+        assert calls[-1] == ["experiments/compare.py", "--resume", str(out)]
+    finally:
+        other.kill()
+        other.wait()
+    reproduce.compare_cells(recipe, [0, 1, 2], out, quick=False)  # its holder died (a kill): resumed
+    assert calls[-1] == ["experiments/compare.py", "--resume", str(out)] and len(calls) == 3
+    (out / "summary.csv").write_text("method,seed\n")
+    reproduce.compare_cells(recipe, [0, 1, 2], out, quick=False)
+    assert len(calls) == 3  # finished: kept

@@ -3,6 +3,7 @@ MERGE.md's recipe merges it), no checkpoints unless train.keep_checkpoints; and 
 scalars (read back with tensorboard's own event reader) are the rows of metrics.jsonl."""
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -30,6 +31,21 @@ def test_no_progress_bars_on_a_redirected_stderr(full_run):
     _, r = full_run
     assert "it/s" not in r.stderr and "\r" not in r.stderr and "%|" not in r.stderr, r.stderr[-2000:]
     assert "grpo seed 0: held-out accuracy" in r.stdout  # the result lines still come
+
+
+def test_a_compare_folder_becomes_a_result_folder(full_run, tmp_path):
+    """analysis.results.from_compare: what reproduce.py commits from a finished compare.py folder."""
+    import pandas as pd
+
+    from analysis import results
+
+    out, _ = full_run
+    results.from_compare(out, tmp_path / "res")
+    got = sorted(p.name for p in (tmp_path / "res").iterdir())
+    assert {"summary.csv", "table.csv", "config.yaml", "env.json", "curves.png"} <= set(got), got
+    summary = pd.read_csv(tmp_path / "res" / "summary.csv")
+    assert summary[["method", "seed"]].values.tolist() == [["grpo", 0]]
+    assert json.loads((tmp_path / "res" / "env.json").read_text())["command"]  # the command that made the runs
 
 
 def _greedy(model, tok, prompt: str) -> str:
