@@ -477,6 +477,11 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
                "Paired by seed (one SFT base, one prompt order per seed): mean difference at the end of training "
                "± the 95% t-interval over seeds; an interval that contains 0 does not separate the two.\n",
                markdown_table(findings)]
+    from analysis.why import why_rows
+
+    md += ["\n## What the logs show\n", "Per method, from its step rows (first → last steps, mean over seeds): "
+           "where a winner's signal came from and where a loser's went (`analysis/why.py` says what each column "
+           "is).\n", markdown_table(why_rows(runs))]
     rm_file = runs.out / "reward_model.json"
     if rm_file.exists():
         rm = json.loads(rm_file.read_text())

@@ -207,6 +207,10 @@ class Trainer:
             tally.add("gc_neg", (g < 0).double())
             tally.add("gc_neg_mass", (-g).clamp(min=0))  # Σ max(−GC, 0): mass pushing sampled tokens down
             tally.add("gc_abs", g.abs())
+            if "correct" in micro.data:  # signed GC on the tokens of right and of wrong completions
+                right = micro.data["correct"].bool().unsqueeze(1).expand_as(mask)  # [N] -> [N, T]
+                tally.add("gc_right", gc.detach()[mask & right])
+                tally.add("gc_wrong", gc.detach()[mask & ~right])
             tally.add("entropy", entropy[mask])
             if "ref_logp" in micro.data and "truncated" in micro.data:  # tokens sampled from π_θ, where the k3 mean
                 tally.add("kl_ref", k3(micro.data["ref_logp"], logp.detach())[mask])  # estimates KL(π_θ‖π_ref)
@@ -275,7 +279,8 @@ class Trainer:
         for key in ("rewards", "correct", "truncated"):
             if key in d:
                 tally.add(key, d[key])
-        grouped = "rewards" in d and "truncated" in d and self.tcfg.group_size > 1  # sampled groups of a prompt
+        grouped = ("rewards" in d and "truncated" in d and self.tcfg.group_size > 1  # sampled groups of a prompt
+                   and len(batch.group_ids.unique()) < len(batch))  # (PPO's one sample per prompt: no groups)
         if grouped:  # per sequence; groups are equal-sized, so the mean is the share of groups
             from gcframe.advantages import zero_variance
 
@@ -292,6 +297,10 @@ class Trainer:
             out.update(reward_mean=tally.mean("rewards"), reward_std=tally.std("rewards"))
         if "correct" in d:
             out["accuracy"] = tally.mean("correct")
+        if "gc_right" in tally.sums:  # ΣGC over right (wrong) completions' tokens / Σ|GC|: where the update's
+            mass = max(tally.total("gc_abs"), 1e-30)  # weight goes; RFT: right 1, wrong 0; a zero-mean
+            out.update(gc_right_mass=tally.total("gc_right") / mass,  # advantage: right > 0 > wrong
+                       gc_wrong_mass=tally.total("gc_wrong") / mass)
         if "truncated" in d:
             out["truncated_frac"] = tally.mean("truncated")
         if grouped:

@@ -222,3 +222,28 @@ def test_kl_ref_is_logged_only_for_samples_of_the_policy():
             tr.logger.close()
     assert rows["grpo"]["kl_ref"] >= 0.0
     assert "kl_ref" not in rows["dpo"] and "reward_margin" in rows["dpo"]
+
+
+def test_gc_mass_on_right_and_wrong_completions_is_logged():
+    """gc_right_mass / gc_wrong_mass = ΣGC over the tokens of right (wrong) completions / Σ|GC|. Online RFT's GC is
+    1 on an accepted completion's tokens and 0 elsewhere: right 1, wrong 0, whatever the split (half the rows
+    are marked right here, so that both sets are non-empty)."""
+    import tempfile
+
+    from experiments.bench_common import Size, build_base, make_trainer
+
+    size = Size("test", 32, 2, 4, 64, prompts=2, group=2, new_tokens=4)
+    with tempfile.TemporaryDirectory() as tmp:
+        build_base(size, f"{tmp}/base")
+        tr = make_trainer("online_rft", size, f"{tmp}/base", f"{tmp}/rft", steps=1)
+        collect = tr.method.collect
+
+        def half_right(step):
+            batch = collect(step)
+            batch.data["correct"] = (torch.arange(len(batch)) % 2).float()  # rows 1, 3: right
+            return batch
+
+        tr.method.collect = half_right
+        row, _ = tr.train_step(0)
+        tr.logger.close()
+    assert row["gc_right_mass"] == pytest.approx(1.0) and row["gc_wrong_mass"] == 0.0

@@ -1,0 +1,108 @@
+"""Why a method wins or loses: what its training logs show, one row per method, beside its result.
+
+    python -m analysis.why runs/smollm2_all          # prints the table; report.py and reproduce.py write why.csv
+
+The columns read the step rows of every seed (the first and the last `EDGE` logged steps, averaged over seeds):
+
+    Δ accuracy       greedy held-out accuracy at the end minus at step 0 (mean over seeds)
+    sampled acc      the share of right completions among the step's samples, first → last steps
+    zero-var groups  share of groups whose G rewards are all equal (no signal for a group baseline), mean
+    truncated        share of completions cut at max_new_tokens, first → last
+    entropy          mean per-token entropy of the policy on the step's completions, first → last
+    KL to ref        KL(π_θ‖π_ref) at the end (eval_kl_ref on fresh samples, else the last steps' k3 mean)
+    GC right / wrong ΣGC over the tokens of right (wrong) completions / Σ|GC|, mean over steps (logged from
+                     the step's `correct` flags; RFT: 1 / 0, a zero-mean advantage: > 0 / < 0)
+    probe GC r / w   the same shares on the GC view's probes at the base (gc_view.json): the weights each method
+                     puts on a fixed set of right and wrong completions before any training
+
+A column a method does not log (DPO's pairs have no sampled accuracy; SFT's demonstrations no truncation) is '–'.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+import pandas as pd
+
+from gcframe.errors import cli_entry
+
+EDGE = 3
+"""Steps averaged at each end of a run for the 'first → last' columns."""
+
+
+def _ends(train: pd.DataFrame, col: str) -> tuple[float, float]:
+    if col not in train or train[col].isna().all():
+        return math.nan, math.nan
+    rows = train.dropna(subset=[col]).sort_values("step")
+    first = rows.groupby("seed").head(EDGE)[col].mean()
+    last = rows.groupby("seed").tail(EDGE)[col].mean()
+    return first, last
+
+
+def _fmt(x: float, fmt: str = "{:.2f}") -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
+
+
+def _arrow(pair: tuple[float, float], fmt: str = "{:.2f}") -> str:
+    a, b = pair
+    return "–" if math.isnan(a) else f"{_fmt(a, fmt)} → {_fmt(b, fmt)}"
+
+
+def probe_gc_shares(gc_view: dict | None) -> dict[str, tuple[float, float]]:
+    """Per method: (ΣGC on right probe tokens, ΣGC on wrong ones) / Σ|GC| over the probes it weights."""
+    out = {}
+    if not gc_view:
+        return out
+    right = [p.get("reward", 0) > 0 for p in gc_view["probe"]]
+    for name, m in gc_view.get("methods", {}).items():
+        rows = [(r, g) for r, g in zip(right, m.get("gc") or []) if g is not None]
+        mass = sum(abs(x) for _, g in rows for x in g if x is not None)
+        if mass > 0:
+            out[name] = (sum(x for r, g in rows if r for x in g if x is not None) / mass,
+                         sum(x for r, g in rows if not r for x in g if x is not None) / mass)
+    return out
+
+
+def why_rows(runs) -> list[dict]:
+    """One row per method of an `analysis.report.Runs`: what its logs show (see the module docstring)."""
+    probe = probe_gc_shares(runs.gc)
+    start = runs.start_eval().groupby("method")["eval_accuracy"].mean()
+    end = runs.final_eval().groupby("method")["eval_accuracy"].mean()
+    rows = []
+    for m in runs.methods:
+        tr = runs.train[runs.train["method"] == m]
+        fin = runs.final_eval()
+        fin = fin[fin["method"] == m]
+        kl = fin["eval_kl_ref"].mean() if "eval_kl_ref" in fin and fin["eval_kl_ref"].notna().any() \
+            else _ends(tr, "kl_ref")[1]
+        right = tr["gc_right_mass"].mean() if "gc_right_mass" in tr else math.nan
+        wrong = tr["gc_wrong_mass"].mean() if "gc_wrong_mass" in tr else math.nan
+        pr, pw = probe.get(m, (math.nan, math.nan))
+        rows.append({
+            "method": m,
+            "Δ accuracy": _fmt(end.get(m, math.nan) - start.get(m, math.nan), "{:+.3f}"),
+            "sampled acc": _arrow(_ends(tr, "accuracy")),
+            "zero-var groups": _fmt(tr["zero_var_groups"].mean() if "zero_var_groups" in tr else math.nan),
+            "truncated": _arrow(_ends(tr, "truncated_frac")),
+            "entropy": _arrow(_ends(tr, "entropy")),
+            "KL to ref": _fmt(kl, "{:.3f}"),
+            "GC right / wrong": "–" if math.isnan(right) else f"{right:+.2f} / {wrong:+.2f}",
+            "probe GC r / w": "–" if math.isnan(pr) else f"{pr:+.2f} / {pw:+.2f}",
+        })
+    return rows
+
+
+@cli_entry
+def main(argv=None) -> int:
+    from analysis.report import Runs, markdown_table
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("out", help="a compare.py output folder")
+    args = p.parse_args(argv)
+    print(markdown_table(why_rows(Runs(args.out))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
