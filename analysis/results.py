@@ -49,10 +49,11 @@ def _same_env(envs: list[dict]) -> dict:
 
 def from_compare(runs: Path, results: Path) -> None:
     """results/<name>/ from a finished compare.py folder: summary.csv (a row per method and seed), table.csv (the
-    report's table), why.csv (what the logs show), findings.csv (§5.2 paired differences), curves.png,
-    gc_view.png, config.yaml, env.json. The processes that ran its cells (env.json, env.resume*.json) must share
-    one environment."""
+    report's table), why.csv (what the logs show), matched.csv (equal compute), findings.csv (§5.2 paired
+    differences), curves.png, gc_view.png, config.yaml, env.json. The processes that ran its cells (env.json,
+    env.resume*.json) must share one environment."""
     from analysis import report
+    from analysis.matched import matched_rows
     from analysis.why import why_rows
 
     env = _same_env([envinfo.load(p) for p in sorted(runs.glob("env*.json"))])
@@ -64,6 +65,7 @@ def from_compare(runs: Path, results: Path) -> None:
     summary.to_csv(results / "summary.csv", index=False, float_format="%.4f")
     pd.DataFrame(report.summary_rows(tables)).to_csv(results / "table.csv", index=False)
     pd.DataFrame(why_rows(tables)).to_csv(results / "why.csv", index=False)
+    pd.DataFrame(matched_rows(tables)[0]).to_csv(results / "matched.csv", index=False)
     findings = report.finding_rows(tables)
     if findings:
         pd.DataFrame(findings).to_csv(results / "findings.csv", index=False)

@@ -1,0 +1,106 @@
+"""Methods at equal compute: accuracy at a matched training wall time and at a matched number of generated tokens,
+and the time and tokens each needs to reach a target accuracy (the seed's trade: a critic against G samples).
+
+    python -m analysis.matched runs/smollm2_trade [--target 0.3]
+
+Every run's greedy evaluations are points (time_s, gen_tokens, eval_accuracy); between two points the accuracy is
+read by linear interpolation. The matched budget is the smallest that every run reached, so each run is read inside
+its own curve, never extrapolated:
+
+    T*  = min over runs of the training wall time at their last evaluation   (evaluation time excluded)
+    N*  = the same for generated tokens, over the runs that sample (offline data generates none: '–')
+    a*  = --target, else the base's accuracy + half of the best method's mean gain at the end
+
+'time to a*' is where a run's curve first reaches a* (mean over the seeds that reach it; 'k/n seeds' says how many
+did). Peak RSS is the largest of the run's step rows (the process's peak while it trained).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+import numpy as np
+import pandas as pd
+
+from gcframe.errors import cli_entry
+
+
+def at(xs, ys, x: float) -> float:
+    """y at x on the polyline through (xs, ys) (xs increasing); NaN outside [xs[0], xs[-1]]."""
+    xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+    if len(xs) == 0 or x < xs[0] or x > xs[-1]:
+        return math.nan
+    return float(np.interp(x, xs, ys))
+
+
+def first_reach(xs, ys, target: float) -> float:
+    """The smallest x where the polyline through (xs, ys) reaches y ≥ target; NaN if it never does."""
+    xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+    for i, y in enumerate(ys):
+        if y >= target:
+            if i == 0:
+                return float(xs[0])
+            x0, x1, y0 = xs[i - 1], xs[i], ys[i - 1]
+            return float(x0 + (x1 - x0) * (target - y0) / (y - y0))
+    return math.nan
+
+
+def _fmt(x: float, fmt: str) -> str:
+    return "–" if x is None or math.isnan(x) else fmt.format(x)
+
+
+def matched_rows(runs, target: float | None = None) -> tuple[list[dict], dict]:
+    """One row per method of an `analysis.report.Runs`, and the budgets used: {'T*', 'N*', 'a*'}."""
+    ev = runs.eval.sort_values("step")
+    curves = {key: g for key, g in ev.groupby(["method", "seed"], sort=False)}
+    T = min(float(g["time_s"].iloc[-1]) for g in curves.values())
+    sampling = [g for g in curves.values() if "gen_tokens" in g and g["gen_tokens"].iloc[-1] > 0]
+    N = min(float(g["gen_tokens"].iloc[-1]) for g in sampling) if sampling else math.nan
+    start = runs.start_eval()["eval_accuracy"].mean()
+    ends = runs.final_eval().groupby("method")["eval_accuracy"].mean()
+    a = target if target is not None else start + max(float((ends - start).max()), 0.0) / 2
+    rows = []
+    for m in runs.methods:
+        mine = [g for (method, _), g in curves.items() if method == m]
+        tr = runs.train[runs.train["method"] == m]
+        acc_T = [at(g["time_s"], g["eval_accuracy"], T) for g in mine]
+        samples = any("gen_tokens" in g and g["gen_tokens"].iloc[-1] > 0 for g in mine)
+        acc_N = [at(g["gen_tokens"], g["eval_accuracy"], N) for g in mine] if samples else [math.nan]
+        t_a = [first_reach(g["time_s"], g["eval_accuracy"], a) for g in mine]
+        n_a = [first_reach(g["gen_tokens"], g["eval_accuracy"], a) for g in mine] if samples else [math.nan]
+        reached = [x for x in t_a if not math.isnan(x)]
+        reached_n = [x for x in n_a if not math.isnan(x)]
+        per_step = tr.groupby("seed")["n_seqs"].mean().mean() if "n_seqs" in tr else math.nan
+        rows.append({
+            "method": m,
+            "samples / step": _fmt(per_step, "{:.0f}"),
+            "accuracy at the end": _fmt(ends.get(m, math.nan), "{:.3f}"),
+            f"accuracy at {T:.0f} s": _fmt(np.mean(acc_T), "{:.3f}"),
+            f"accuracy at {N:,.0f} tokens" if not math.isnan(N) else "accuracy at N tokens":
+                _fmt(np.mean(acc_N), "{:.3f}"),
+            f"s to {a:.3f}": (_fmt(np.mean(reached), "{:.0f}") if reached else "not reached")
+            + (f" ({len(reached)}/{len(t_a)} seeds)" if 0 < len(reached) < len(t_a) else ""),
+            f"tokens to {a:.3f}": (_fmt(np.mean(reached_n), "{:,.0f}") if reached_n else
+                                   ("not reached" if samples else "–")),
+            "peak RSS (MB)": _fmt(tr["peak_rss_mb"].max() if "peak_rss_mb" in tr else math.nan, "{:.0f}"),
+        })
+    return rows, {"T*": T, "N*": N, "a*": a}
+
+
+@cli_entry
+def main(argv=None) -> int:
+    from analysis.report import Runs, markdown_table
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("out", help="a compare.py output folder")
+    p.add_argument("--target", type=float, help="the accuracy a* (default: base + half the best mean gain)")
+    args = p.parse_args(argv)
+    rows, budget = matched_rows(Runs(args.out), args.target)
+    print(markdown_table(rows))
+    print(f"\nT* = {budget['T*']:.0f} s, N* = {budget['N*']:,.0f} tokens, a* = {budget['a*']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

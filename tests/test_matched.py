@@ -1,0 +1,45 @@
+"""analysis.matched: accuracy at a matched wall time and token count, and the cost to reach a target, by hand."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from analysis.matched import at, first_reach, matched_rows
+from analysis.report import Runs
+
+
+def test_interpolation_by_hand():
+    assert at([0, 10, 20], [0.2, 0.4, 0.8], 15) == pytest.approx(0.6, abs=1e-12)  # halfway between 0.4 and 0.8
+    assert math.isnan(at([0, 10], [0.2, 0.4], 11))  # beyond the curve: not extrapolated
+    assert first_reach([0, 10, 20], [0.2, 0.4, 0.8], 0.5) == pytest.approx(12.5, abs=1e-12)  # 10 + 10 * (0.5 - 0.4) / (0.8 - 0.4)
+    assert first_reach([0, 10], [0.6, 0.7], 0.5) == 0  # already there at the start
+    assert math.isnan(first_reach([0, 10], [0.2, 0.4], 0.5))
+
+
+def _run(folder, method, seed, evals, rows):
+    d = folder / method / f"seed{seed}"
+    d.mkdir(parents=True)
+    lines = [{"step": s, "eval_accuracy": a, "time_s": t, "gen_tokens": n} for s, a, t, n in evals]
+    lines += [{"step": s, "n_seqs": q, "peak_rss_mb": r} for s, q, r in rows]
+    (d / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def test_matched_budgets_by_hand(tmp_path):
+    # ppo: slow per step, few tokens; grpo: fast, many tokens; sft: no tokens. Base 0.2 everywhere.
+    _run(tmp_path, "ppo", 0, [(0, 0.2, 0, 0), (4, 0.6, 400, 1000)], [(0, 32, 9000), (3, 32, 9500)])
+    _run(tmp_path, "grpo", 0, [(0, 0.2, 0, 0), (4, 0.3, 100, 2000), (8, 0.5, 200, 4000)], [(0, 32, 3000)])
+    _run(tmp_path, "sft", 0, [(0, 0.2, 0, 0), (4, 0.25, 50, 0)], [(0, 32, 2000)])
+    rows, budget = matched_rows(Runs(tmp_path))
+    # T* = min(400, 200, 50) = 50 s; N* = min(1000, 4000) = 1000 tokens (sft samples none);
+    # a* = 0.2 + (0.6 - 0.2) / 2 = 0.4 (ppo's gain is the best)
+    assert budget["T*"] == 50 and budget["N*"] == 1000 and abs(budget["a*"] - 0.4) < 1e-12
+    got = {r["method"]: r for r in rows}
+    assert got["ppo"]["accuracy at 50 s"] == "0.250"  # 0.2 + 0.4 * 50 / 400
+    assert got["grpo"]["accuracy at 50 s"] == "0.250"  # 0.2 + 0.1 * 50 / 100
+    assert got["ppo"]["accuracy at 1,000 tokens"] == "0.600" and got["grpo"]["accuracy at 1,000 tokens"] == "0.250"
+    assert got["sft"]["accuracy at 1,000 tokens"] == "–" and got["sft"]["s to 0.400"] == "not reached"
+    assert got["ppo"]["s to 0.400"] == "200"  # 0.2 -> 0.6 over 400 s: 0.4 at 200 s
+    assert got["grpo"]["s to 0.400"] == "150" and got["grpo"]["tokens to 0.400"] == "3,000"  # halfway 0.3 -> 0.5
+    assert got["ppo"]["tokens to 0.400"] == "500" and got["ppo"]["peak RSS (MB)"] == "9500"
