@@ -1,7 +1,7 @@
 """Methods at equal compute: accuracy at a matched training wall time and at a matched number of generated tokens,
 and the time and tokens each needs to reach a target accuracy (the seed's trade: a critic against G samples).
 
-    python -m analysis.matched runs/smollm2_trade [--target 0.3]
+    python -m analysis.matched runs/smollm2_trade [--target 0.3]      # and where each method's time goes
 
 Every run's greedy evaluations are points (time_s, gen_tokens, eval_accuracy); between two points the accuracy is
 read by linear interpolation. The matched budget is the smallest that every run reached, so each run is read inside
@@ -88,6 +88,32 @@ def matched_rows(runs, target: float | None = None) -> tuple[list[dict], dict]:
     return rows, {"T*": T, "N*": N, "a*": a}
 
 
+def time_rows(runs) -> list[dict]:
+    """Where a run's time goes, per method (means over seeds): seconds per training step split into generation,
+    the rest of collecting (scoring, reading data), prepare (π_ref's and π_old's log-probs, PPO's values) and
+    the update (of which the critic's own forward and backward), and the run's evaluations in total."""
+    rows = []
+    for m in runs.methods:
+        tr = runs.train[runs.train["method"] == m]
+        ev = runs.eval[runs.eval["method"] == m]
+
+        def per_step(col):  # a step that did not log a phase spent nothing in it (rft samples its pool once)
+            return tr[col].fillna(0).mean() if col in tr and tr[col].notna().any() else math.nan
+
+        gen = per_step("time_generate")
+        collect = per_step("time_collect")
+        evals = ev.groupby("seed")["time_eval"].sum().mean() if "time_eval" in ev else math.nan
+        rows.append({"method": m, "s / step": _fmt(collect + per_step("time_prepare") + per_step("time_update"),
+                                                   "{:.3g}"),
+                     "generate": _fmt(gen, "{:.3g}"),
+                     "collect (other)": _fmt(collect - (0 if math.isnan(gen) else gen), "{:.3g}"),
+                     "prepare": _fmt(per_step("time_prepare"), "{:.3g}"),
+                     "update": _fmt(per_step("time_update"), "{:.3g}"),
+                     "of which critic": _fmt(per_step("time_critic"), "{:.3g}"),
+                     "evaluations (s / run)": _fmt(evals, "{:.0f}")})
+    return rows
+
+
 @cli_entry
 def main(argv=None) -> int:
     from analysis.report import Runs, markdown_table
@@ -98,7 +124,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     rows, budget = matched_rows(Runs(args.out), args.target)
     print(markdown_table(rows))
-    print(f"\nT* = {budget['T*']:.0f} s, N* = {budget['N*']:,.0f} tokens, a* = {budget['a*']:.3f}")
+    print(f"\nT* = {budget['T*']:.0f} s, N* = {budget['N*']:,.0f} tokens, a* = {budget['a*']:.3f}\n")
+    print(markdown_table(time_rows(Runs(args.out))))
     return 0
 
 

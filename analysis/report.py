@@ -477,7 +477,7 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
                "Paired by seed (one SFT base, one prompt order per seed): mean difference at the end of training "
                "± the 95% t-interval over seeds; an interval that contains 0 does not separate the two.\n",
                markdown_table(findings)]
-    from analysis.matched import matched_rows
+    from analysis.matched import matched_rows, time_rows
     from analysis.why import why_rows
 
     matched, budget = matched_rows(runs)
@@ -485,7 +485,9 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
            "and at the generated tokens every sampling run reached, read off each run's curve between its "
            f"evaluations; then the time and tokens to reach {budget['a*']:.3f} (the base's accuracy plus half the "
            "best mean gain), and the peak memory while training (`analysis/matched.py`).\n",
-           markdown_table(matched)]
+           markdown_table(matched),
+           "\nWhere the time goes (seconds per training step by phase; evaluations in total per run):\n",
+           markdown_table(time_rows(runs))]
 
     md += ["\n## What the logs show\n", "Per method, from its step rows (first → last steps, mean over seeds): "
            "where a winner's signal came from and where a loser's went (`analysis/why.py` says what each column "

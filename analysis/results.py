@@ -49,11 +49,11 @@ def _same_env(envs: list[dict]) -> dict:
 
 def from_compare(runs: Path, results: Path) -> None:
     """results/<name>/ from a finished compare.py folder: summary.csv (a row per method and seed), table.csv (the
-    report's table), why.csv (what the logs show), matched.csv (equal compute), findings.csv (§5.2 paired
-    differences), curves.png, gc_view.png, config.yaml, env.json. The processes that ran its cells (env.json,
-    env.resume*.json) must share one environment."""
+    report's table), why.csv (what the logs show), matched.csv (equal compute), time.csv (where the time goes),
+    findings.csv (§5.2 paired differences), curves.png, gc_view.png, config.yaml, env.json. The processes that ran
+    its cells (env.json, env.resume*.json) must share one environment."""
     from analysis import report
-    from analysis.matched import matched_rows
+    from analysis.matched import matched_rows, time_rows
     from analysis.why import why_rows
 
     env = _same_env([envinfo.load(p) for p in sorted(runs.glob("env*.json"))])
@@ -66,6 +66,7 @@ def from_compare(runs: Path, results: Path) -> None:
     pd.DataFrame(report.summary_rows(tables)).to_csv(results / "table.csv", index=False)
     pd.DataFrame(why_rows(tables)).to_csv(results / "why.csv", index=False)
     pd.DataFrame(matched_rows(tables)[0]).to_csv(results / "matched.csv", index=False)
+    pd.DataFrame(time_rows(tables)).to_csv(results / "time.csv", index=False)
     findings = report.finding_rows(tables)
     if findings:
         pd.DataFrame(findings).to_csv(results / "findings.csv", index=False)

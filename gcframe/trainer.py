@@ -342,6 +342,7 @@ class Trainer:
         anchor = None
         if self.sharded and k and self.tcfg.temperature > 0 and not self.tcfg.ref_refresh_every:
             anchor = self.ctx.reference  # _sample_sums' KL anchor, loaded (and sharded) before the gather
+        t0 = time.perf_counter()
         bar = progress(total=len(rows) * self.acc.num_processes, desc=f"{self.label}: evaluation at step {step}",
                        unit="problem", show=self.show_progress)
         with bar, evaluating(model), sharding.gathered(model, anchor):
@@ -349,7 +350,8 @@ class Trainer:
                               on_chunk=lambda n: bar.update(n * self.acc.num_processes))
         t = self.acc.reduce(torch.tensor([float(counts.get(c, 0)) for c in COUNT_KEYS], device=self.acc.device), "sum")
         res = rates(dict(zip(COUNT_KEYS, t.tolist())), k)
-        return {"step": step, **res, "gen_tokens": self.gen_tokens, "time_s": self.elapsed}
+        return {"step": step, **res, "gen_tokens": self.gen_tokens, "time_s": self.elapsed,
+                "time_eval": time.perf_counter() - t0}  # this evaluation's own seconds (not in time_s)
 
     def _sample_sums(self, batch: Batch) -> dict:
         """Sums over held-out samples of the policy: k3 KL to the SFT base per token, and r_φ per sequence."""

@@ -43,3 +43,21 @@ def test_matched_budgets_by_hand(tmp_path):
     assert got["ppo"]["s to 0.400"] == "200"  # 0.2 -> 0.6 over 400 s: 0.4 at 200 s
     assert got["grpo"]["s to 0.400"] == "150" and got["grpo"]["tokens to 0.400"] == "3,000"  # halfway 0.3 -> 0.5
     assert got["ppo"]["tokens to 0.400"] == "500" and got["ppo"]["peak RSS (MB)"] == "9500"
+
+
+def test_time_rows_by_hand(tmp_path):
+    d = tmp_path / "ppo" / "seed0"
+    d.mkdir(parents=True)
+    rows = [{"step": 0, "eval_accuracy": 0.2, "time_s": 0, "time_eval": 30.0},
+            {"step": 2, "eval_accuracy": 0.3, "time_s": 20, "time_eval": 10.0},
+            # step 0 samples (6 s of a 7 s collect), step 1 reads a pool (no generate row): 3 s per step on average
+            {"step": 0, "time_collect": 7.0, "time_generate": 6.0, "time_prepare": 1.0, "time_update": 2.0,
+             "time_critic": 1.5},
+            {"step": 1, "time_collect": 1.0, "time_prepare": 1.0, "time_update": 4.0, "time_critic": 0.5}]
+    (d / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    from analysis.matched import time_rows
+
+    (row,) = time_rows(Runs(tmp_path))
+    # per step: collect (7 + 1) / 2 = 4, prepare 1, update 3 -> 8 s; generate (6 + 0) / 2 = 3, other 4 - 3 = 1
+    assert row["s / step"] == "8" and row["generate"] == "3" and row["collect (other)"] == "1"
+    assert row["update"] == "3" and row["of which critic"] == "1" and row["evaluations (s / run)"] == "40"
