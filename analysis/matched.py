@@ -21,7 +21,6 @@ import math
 import sys
 
 import numpy as np
-import pandas as pd
 
 from gcframe.errors import cli_entry
 
@@ -51,7 +50,7 @@ def _fmt(x: float, fmt: str) -> str:
 
 
 def matched_rows(runs, target: float | None = None) -> tuple[list[dict], dict]:
-    """One row per method of an `analysis.report.Runs`, and the budgets used: {'T*', 'N*', 'a*'}."""
+    """One row per method of an `analysis.runs.Runs`, and the budgets used: {'T*', 'N*', 'a*'}."""
     ev = runs.eval.sort_values("step")
     curves = {key: g for key, g in ev.groupby(["method", "seed"], sort=False)}
     T = min(float(g["time_s"].iloc[-1]) for g in curves.values())
@@ -116,7 +115,7 @@ def time_rows(runs) -> list[dict]:
 
 @cli_entry
 def main(argv=None) -> int:
-    from analysis.report import Runs, markdown_table
+    from analysis.runs import Runs, markdown_table
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out", help="a compare.py output folder")

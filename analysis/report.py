@@ -27,73 +27,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
-import yaml  # noqa: E402
 
-from gcframe.errors import UserError, cli_entry  # noqa: E402
-from gcframe.tracking.log import read_jsonl  # noqa: E402
+from analysis.runs import Runs, markdown_table  # noqa: E402
+from gcframe.errors import cli_entry  # noqa: E402
 
 DPI = 100
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 """Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (1.96 beyond)."""
-
-
-# -- loading ---------------------------------------------------------------------------------------------------
-class Runs:
-    """Everything the report reads: training rows, evaluation rows, per-run configs, the GC view."""
-
-    def __init__(self, out: Path):
-        self.out = Path(out)
-        files = sorted(f for f in self.out.glob("*/seed*/metrics.jsonl") if f.parent.name[4:].isdigit())
-        if not files:
-            raise UserError(f"no runs under '{out}': expected {out}/<method>/seed<k>/metrics.jsonl "
-                            "(the output folder of experiments/compare.py)")
-        rows, self.configs = [], {}
-        for f in files:
-            method, seed = f.parent.parent.name, int(f.parent.name.removeprefix("seed"))
-            rows += [{**r, "method": method, "seed": seed} for r in read_jsonl(f)]
-            cfg_file = f.parent / "config.yaml"
-            self.configs[(method, seed)] = yaml.safe_load(cfg_file.read_text()) if cfg_file.exists() else {}
-        df = pd.DataFrame(rows)
-        if df.empty:
-            raise UserError(f"the runs under '{out}' have logged nothing yet: wait for the first step")
-        is_eval = df["eval_accuracy"].notna() if "eval_accuracy" in df else pd.Series(False, index=df.index)
-        # a resumed run may log a step twice: keep the latest row
-        self.eval = df[is_eval].drop_duplicates(["method", "seed", "step"], keep="last").dropna(axis=1, how="all")
-        self.train = df[~is_eval].drop_duplicates(["method", "seed", "step"], keep="last").dropna(axis=1, how="all")
-        summary = self.out / "summary.csv"
-        self.summary = pd.read_csv(summary) if summary.exists() else pd.DataFrame()
-        order = list(dict.fromkeys(self.summary["method"])) if "method" in self.summary else []
-        self.methods = [m for m in order if m in set(df["method"])] + sorted(set(df["method"]) - set(order))
-        self.n_runs = df.groupby(["method", "seed"]).ngroups
-        self.palette = dict(zip(self.methods, sns.color_palette("tab10", max(len(self.methods), 1))))
-        gc_file = self.out / "gc_view.json"
-        self.gc = json.loads(gc_file.read_text()) if gc_file.exists() else None
-        self.notes: list[str] = []  # what a figure leaves out and why (drawn in the figure, listed in summary.md)
-        any_cfg = next(iter(self.configs.values()), {}) or {}
-        self.k = (any_cfg.get("train") or {}).get("eval_k", "k")
-        pretrained = bool((any_cfg.get("model") or {}).get("path"))  # a loaded model is its own base: no stage 1
-        self.base_label = "base model" if pretrained else "SFT base"
-
-    def omitted(self, ax, figure: str, shown, reason: str) -> list[str]:
-        """Say in the panel (and in summary.md) which methods it does not show, and why."""
-        missing = [m for m in self.methods if m not in set(shown)]
-        if missing:
-            ax.text(0.01, 0.01, f"not shown: {', '.join(missing)}\n({reason})", transform=ax.transAxes, fontsize=6,
-                    va="bottom", ha="left", color="dimgrey")
-            self.notes.append(f"{figure}: not shown: {', '.join(missing)} ({reason})")
-        return missing
-
-    def final_eval(self) -> pd.DataFrame:
-        """The last evaluation row of every run (the end of training, or as far as it got)."""
-        return self.eval.sort_values("step").groupby(["method", "seed"], sort=False).tail(1)
-
-    def start_eval(self) -> pd.DataFrame:
-        """The step-0 evaluation rows: the SFT base, evaluated by every run with that run's seed."""
-        return self.eval[self.eval["step"] == 0]
-
-    def reward_source(self, method: str, seed: int) -> str:
-        return ((self.configs.get((method, seed)) or {}).get("train") or {}).get("reward", "verifier")
 
 
 # -- the summary table -------------------------------------------------------------------------------------------
@@ -188,15 +129,6 @@ def finding_rows(runs: Runs) -> list[dict]:
             row[name] = mean_ci((fa.loc[seeds, col] - fb.loc[seeds, col]).tolist(), signed=True) if ok else "–"
         out.append(row)
     return out
-
-
-def markdown_table(rows: list[dict]) -> str:
-    if not rows:
-        return "(no runs)\n"
-    cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
 
 
 # -- figures -----------------------------------------------------------------------------------------------------

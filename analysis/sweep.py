@@ -35,7 +35,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 import yaml  # noqa: E402
 
-from analysis.report import T975, Runs, markdown_table  # noqa: E402
+from analysis.report import T975  # noqa: E402
+from analysis.runs import Runs, markdown_table  # noqa: E402
 from gcframe.errors import UserError, cli_entry  # noqa: E402
 
 T80 = [1.376, 1.061, 0.978, 0.941, 0.920, 0.906, 0.896, 0.889, 0.883, 0.879, 0.876, 0.873, 0.870, 0.868, 0.866,

@@ -10,6 +10,8 @@ The columns read the step rows of every seed (the first and the last `EDGE` logg
     truncated        share of completions cut at max_new_tokens, first → last
     entropy          mean per-token entropy of the policy on the step's completions, first → last
     KL to ref        KL(π_θ‖π_ref) at the end (eval_kl_ref on fresh samples, else the last steps' k3 mean)
+    GC down          the share of the update's |GC| mass that pushes sampled tokens down, Σmax(−GC, 0) / Σ|GC|,
+                     mean over steps (0 for RFT and SFT: they only imitate)
     GC right / wrong ΣGC over the tokens of right (wrong) completions / Σ|GC|, mean over steps (logged from
                      the step's `correct` flags; RFT: 1 / 0, a zero-mean advantage: > 0 / < 0)
     probe GC r / w   the same shares on the GC view's probes at the base (gc_view.json): the weights each method
@@ -65,7 +67,7 @@ def probe_gc_shares(gc_view: dict | None) -> dict[str, tuple[float, float]]:
 
 
 def why_rows(runs) -> list[dict]:
-    """One row per method of an `analysis.report.Runs`: what its logs show (see the module docstring)."""
+    """One row per method of an `analysis.runs.Runs`: what its logs show (see the module docstring)."""
     probe = probe_gc_shares(runs.gc)
     start = runs.start_eval().groupby("method")["eval_accuracy"].mean()
     end = runs.final_eval().groupby("method")["eval_accuracy"].mean()
@@ -87,6 +89,7 @@ def why_rows(runs) -> list[dict]:
             "truncated": _arrow(_ends(tr, "truncated_frac")),
             "entropy": _arrow(_ends(tr, "entropy")),
             "KL to ref": _fmt(kl, "{:.3f}"),
+            "GC down": _fmt(tr["gc_neg_mass"].mean() if "gc_neg_mass" in tr else math.nan),
             "GC right / wrong": "–" if math.isnan(right) else f"{right:+.2f} / {wrong:+.2f}",
             "probe GC r / w": "–" if math.isnan(pr) else f"{pr:+.2f} / {pw:+.2f}",
         })
@@ -95,7 +98,7 @@ def why_rows(runs) -> list[dict]:
 
 @cli_entry
 def main(argv=None) -> int:
-    from analysis.report import Runs, markdown_table
+    from analysis.runs import Runs, markdown_table
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out", help="a compare.py output folder")

@@ -62,6 +62,10 @@ RECIPES = {
                                "overoptimisation.yaml", [0, 1]),
     "smollm2": Recipe("all eight methods on SmolLM2-135M-Instruct (LoRA), 3 seeds", "compare", "smollm2_all.yaml",
                       [0, 1, 2]),
+    "smollm2_trade": Recipe("the seed's trade on SmolLM2: PPO's critic against GRPO at G = 4, 8, 16, equal train time",
+                            "compare", "smollm2_trade.yaml", [0, 1]),
+    "word_problems": Recipe("multi-step word problems (GSM8K format) on SmolLM2: grpo, ppo, online_rft, sft",
+                            "compare", "smollm2_word_problems.yaml", [0, 1]),
     "base_stability": Recipe(
         "the SFT base under rounding: stage 1 with weight perturbations, float64 and two thread counts", "command",
         command=["experiments/base_stability.py", "--study", "--out", "OUT"],

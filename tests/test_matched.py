@@ -7,7 +7,7 @@ import math
 import pytest
 
 from analysis.matched import at, first_reach, matched_rows
-from analysis.report import Runs
+from analysis.runs import Runs
 
 
 def test_interpolation_by_hand():

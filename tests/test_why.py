@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from analysis.report import Runs
+from analysis.runs import Runs
 from analysis.why import probe_gc_shares, why_rows
 
 
@@ -19,7 +19,7 @@ def _run(folder, method, rows, evals):
 def test_columns_by_hand(tmp_path):
     # grpo: 6 steps; sampled accuracy 0.1, 0.2, 0.3 (first 3: mean 0.2) and 0.5, 0.6, 0.7 (last 3: mean 0.6)
     rows = [(s, {"accuracy": a, "zero_var_groups": z, "truncated_frac": 0.5, "entropy": 1.0, "kl_ref": 0.01 * s,
-                 "gc_right_mass": 0.7, "gc_wrong_mass": -0.3})
+                 "gc_right_mass": 0.7, "gc_wrong_mass": -0.3, "gc_neg_mass": 0.3})
             for s, a, z in zip(range(6), (0.1, 0.2, 0.3, 0.5, 0.6, 0.7), (1, 1, 0, 0, 0, 0))]
     _run(tmp_path, "grpo", rows, [(0, {"eval_accuracy": 0.25}), (6, {"eval_accuracy": 0.5})])
     _run(tmp_path, "sft", [(s, {"entropy": 2.0}) for s in range(6)],
@@ -34,10 +34,10 @@ def test_columns_by_hand(tmp_path):
     assert g["zero-var groups"] == "0.33"  # (1 + 1 + 0 + 0 + 0 + 0) / 6
     assert g["truncated"] == "0.50 → 0.50" and g["KL to ref"] == "0.040"  # no eval KL: k3 of the last 3 steps,
     # (0.03 + 0.04 + 0.05) / 3
-    assert g["GC right / wrong"] == "+0.70 / -0.30" and g["probe GC r / w"] == "+0.50 / -0.50"
+    assert g["GC down"] == "0.30" and g["GC right / wrong"] == "+0.70 / -0.30" and g["probe GC r / w"] == "+0.50 / -0.50"
     s = got["sft"]
     assert s["Δ accuracy"] == "-0.125" and s["KL to ref"] == "1.500"  # the evaluation's KL when there is one
-    assert s["sampled acc"] == "–" and s["truncated"] == "–" and s["GC right / wrong"] == "–"
+    assert s["sampled acc"] == "–" and s["truncated"] == "–" and s["GC right / wrong"] == "–" and s["GC down"] == "–"
     assert s["probe GC r / w"] == "+0.50 / +0.50"
 
 
