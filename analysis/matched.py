@@ -87,6 +87,13 @@ def matched_rows(runs, target: float | None = None) -> tuple[list[dict], dict]:
     return rows, {"T*": T, "N*": N, "a*": a}
 
 
+def _sec(x: float) -> str:
+    """Seconds as a person reads them: 41.3, 6.4, 0.42, 0 (a phase under 5 ms)."""
+    if math.isnan(x):
+        return "–"
+    return "0" if abs(x) < 0.005 else f"{x:.2f}" if abs(x) < 1 else f"{x:.1f}"
+
+
 def time_rows(runs) -> list[dict]:
     """Where a run's time goes, per method (means over seeds): seconds per training step split into generation,
     the rest of collecting (scoring, reading data), prepare (π_ref's and π_old's log-probs, PPO's values) and
@@ -102,13 +109,12 @@ def time_rows(runs) -> list[dict]:
         gen = per_step("time_generate")
         collect = per_step("time_collect")
         evals = ev.groupby("seed")["time_eval"].sum().mean() if "time_eval" in ev else math.nan
-        rows.append({"method": m, "s / step": _fmt(collect + per_step("time_prepare") + per_step("time_update"),
-                                                   "{:.3g}"),
-                     "generate": _fmt(gen, "{:.3g}"),
-                     "collect (other)": _fmt(collect - (0 if math.isnan(gen) else gen), "{:.3g}"),
-                     "prepare": _fmt(per_step("time_prepare"), "{:.3g}"),
-                     "update": _fmt(per_step("time_update"), "{:.3g}"),
-                     "of which critic": _fmt(per_step("time_critic"), "{:.3g}"),
+        rows.append({"method": m, "s / step": _sec(collect + per_step("time_prepare") + per_step("time_update")),
+                     "generate": _sec(gen),
+                     "collect (other)": _sec(collect - (0 if math.isnan(gen) else gen)),
+                     "prepare": _sec(per_step("time_prepare")),
+                     "update": _sec(per_step("time_update")),
+                     "of which critic": _sec(per_step("time_critic")),
                      "evaluations (s / run)": _fmt(evals, "{:.0f}")})
     return rows
 

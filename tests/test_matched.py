@@ -59,5 +59,11 @@ def test_time_rows_by_hand(tmp_path):
 
     (row,) = time_rows(Runs(tmp_path))
     # per step: collect (7 + 1) / 2 = 4, prepare 1, update 3 -> 8 s; generate (6 + 0) / 2 = 3, other 4 - 3 = 1
-    assert row["s / step"] == "8" and row["generate"] == "3" and row["collect (other)"] == "1"
-    assert row["update"] == "3" and row["of which critic"] == "1" and row["evaluations (s / run)"] == "40"
+    assert row["s / step"] == "8.0" and row["generate"] == "3.0" and row["collect (other)"] == "1.0"
+    assert row["update"] == "3.0" and row["of which critic"] == "1.0" and row["evaluations (s / run)"] == "40"
+
+
+def test_seconds_read_as_a_person_reads_them():
+    from analysis.matched import _sec
+
+    assert [_sec(x) for x in (41.26, 6.44, 0.4213, 0.0011, math.nan)] == ["41.3", "6.4", "0.42", "0", "–"]
