@@ -358,7 +358,7 @@ def _main(args, where: dict) -> int:
             if res is None:
                 where["phase"] = f"while {label} seed {seed} was set up"
                 trainer = Trainer(run_cfg, name, run_dir, base_dir, task, acc, show_progress=show,
-                                  reward_model=rm, label=f"{label} seed {seed}")
+                                  reward_model=rm, label=f"{label} seed {seed}", step0_evals=out / "step0_evals")
                 where["trainer"] = trainer
                 if acc.is_main_process:
                     run_dir.mkdir(parents=True, exist_ok=True)

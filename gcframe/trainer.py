@@ -11,7 +11,9 @@ The loop never asks which method it runs.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -103,7 +105,7 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig, method_name: str, run_dir, base_dir, task, accelerator=None,
                  policy=None, tok=None, reward_model=None, show_progress: bool = True,
-                 dtype: torch.dtype = torch.float32, label: str | None = None):
+                 dtype: torch.dtype = torch.float32, label: str | None = None, step0_evals=None):
         from gcframe.modeling import load_model_and_tokenizer
 
         self.cfg, self.tcfg = cfg, cfg.train
@@ -152,6 +154,7 @@ class Trainer:
         self.logger = RunLogger(run_dir, enabled=self.acc.is_main_process)
         self.show_progress = show_progress and self.acc.is_main_process
         self.label = label or f"{method_name} seed {cfg.seed}"  # how progress lines and messages name the run
+        self.step0_evals = Path(step0_evals) if step0_evals else None  # shared step-0 evaluations (evaluate)
         self.mb_gen = torch.Generator().manual_seed(cfg.seed + 1)
         self.gen_tokens = 0
         self.elapsed = 0.0
@@ -333,9 +336,21 @@ class Trainer:
     # -- evaluation ---------------------------------------------------------------------------------------------
     def evaluate(self, step: int, k: int = 0) -> dict:
         """Held-out greedy accuracy; with k > 0 also pass@1/pass@k/maj@k from k samples per problem, the k3 KL
-        of those samples to the SFT base (π_ref unless refreshed) and, when trained on r_φ, their proxy reward."""
+        of those samples to the SFT base (π_ref unless refreshed) and, when trained on r_φ, their proxy reward.
+
+        Step 0 with `step0_evals` (compare.py: OUT/step0_evals/): every method of a seed evaluates the same base,
+        so a step-0 evaluation is done once and read back by any later run whose evaluation would be the same
+        computation: the same weights (policy, anchor, r_φ), held-out rows, settings, thread count and random
+        state. The reader also takes the random state the evaluation left, so its training draws, and every
+        number it logs, are those it would have had (tests/test_speedups.py)."""
         rows = self.task.heldout.select(range(min(self.tcfg.eval_size, len(self.task.heldout))))
         rows = [rows[i] for i in range(self.acc.process_index, len(rows), self.acc.num_processes)]
+        shared = self._step0_eval_file(rows, k) if step == 0 else None
+        if shared is not None and shared.exists():
+            saved = torch.load(shared, weights_only=False)
+            torch.set_rng_state(saved["rng_after"])
+            return {"step": step, **saved["rates"], "gen_tokens": self.gen_tokens, "time_s": self.elapsed,
+                    "time_eval": 0.0, "eval_shared": 1}
         model = self.acc.unwrap_model(self.policy)
         # sharded models are gathered once for the whole evaluation: no collective per forward, so processes with
         # different numbers of held-out rows (or completions ending at different steps) cannot wait on each other
@@ -350,8 +365,35 @@ class Trainer:
                               on_chunk=lambda n: bar.update(n * self.acc.num_processes))
         t = self.acc.reduce(torch.tensor([float(counts.get(c, 0)) for c in COUNT_KEYS], device=self.acc.device), "sum")
         res = rates(dict(zip(COUNT_KEYS, t.tolist())), k)
+        if shared is not None:  # written whole, then renamed: a reader never sees half a file
+            shared.parent.mkdir(parents=True, exist_ok=True)
+            tmp = shared.with_suffix(f".tmp{os.getpid()}")
+            torch.save({"rates": res, "rng_after": torch.get_rng_state()}, tmp)
+            os.replace(tmp, shared)
         return {"step": step, **res, "gen_tokens": self.gen_tokens, "time_s": self.elapsed,
                 "time_eval": time.perf_counter() - t0}  # this evaluation's own seconds (not in time_s)
+
+    def _step0_eval_file(self, rows: list[dict], k: int) -> Path | None:
+        """OUT/step0_evals/<digest>.pt: the digest of everything the step-0 evaluation's numbers and its random
+        draws depend on; None where it is not shared (no folder given, or several processes)."""
+        if self.step0_evals is None or self.acc.num_processes > 1 or self.acc.device.type != "cpu":
+            return None  # (an accelerator's sampler draws from its own generator, which this does not restore)
+        h = hashlib.blake2b(digest_size=16)
+        settings = (k, self.tcfg.temperature, self.tcfg.max_new_tokens, self.tcfg.ref_refresh_every,
+                    self.tcfg.reward, torch.get_num_threads(), torch.__version__, str(self.acc.device),
+                    [(r["prompt"], r["answer"]) for r in rows])
+        h.update(repr(settings).encode())
+        h.update(torch.get_rng_state().numpy().tobytes())
+        models = [self.acc.unwrap_model(self.policy)]
+        if k and self.tcfg.temperature > 0:  # the KL anchor: π_ref, or the SFT base once π_ref is refreshed
+            models.append(self.ctx.frozen("base") if self.tcfg.ref_refresh_every else self.ctx.reference)
+        if self.tcfg.reward == "reward_model" and self.ctx.reward_model is not None:
+            models.append(self.ctx.reward_model.model)
+        for m in models:
+            for name, t in m.state_dict().items():
+                h.update(name.encode())
+                h.update(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
+        return self.step0_evals / f"{h.hexdigest()}.pt"
 
     def _sample_sums(self, batch: Batch) -> dict:
         """Sums over held-out samples of the policy: k3 KL to the SFT base per token, and r_φ per sequence."""

@@ -266,3 +266,34 @@ def test_decoding_a_chat_model_under_lora_is_hf_generate(always_share, tmp_path,
             torch.testing.assert_close(la, lb, rtol=1e-5, atol=1e-5)
         firsts.append(seen[0])
     assert not torch.allclose(firsts[0], firsts[1])  # the adapter changed the policy: both paths were exercised
+
+
+def test_a_shared_step0_evaluation_changes_no_number(tmp_path):
+    """compare.py's OUT/step0_evals: a run that reads the step-0 evaluation another run of its seed wrote logs
+    exactly what it would have computed itself: the evaluation's numbers and, through the random state it takes
+    over, every training row after it. Other evaluation settings are another file."""
+    from experiments.bench_common import Size, build_base, make_trainer
+    from gcframe.tracking.log import read_jsonl
+
+    size = Size("test", 32, 2, 4, 64, prompts=2, group=4, new_tokens=4)
+    build_base(size, tmp_path / "base")
+    shared = tmp_path / "step0_evals"
+
+    def run(method, name, folder, k=2):
+        tr = make_trainer(method, size, str(tmp_path / "base"), str(tmp_path / name), steps=3)
+        tr.tcfg.eval_k, tr.tcfg.eval_every, tr.tcfg.eval_size, tr.step0_evals = k, 2, 8, folder
+        tr.fit()
+        return read_jsonl(tmp_path / name / "metrics.jsonl")
+
+    def numbers(rows):
+        return [{k: v for k, v in r.items() if not k.startswith(("time", "peak_")) and k != "eval_shared"}
+                for r in rows]
+
+    first = run("grpo", "a", shared)  # computes and writes
+    assert len(list(shared.glob("*.pt"))) == 1 and "eval_shared" not in first[0]
+    got = run("rloo", "b", shared)  # reads it
+    alone = run("rloo", "c", None)  # computes it itself
+    assert got[0]["eval_shared"] == 1 and got[0]["time_eval"] == 0.0
+    assert numbers(got) == numbers(alone) and len(got) == len(alone) == 6  # 3 steps, evaluated at 0, 2, 3
+    run("rloo", "d", shared, k=1)  # pass@1 from one sample: another evaluation, another file
+    assert len(list(shared.glob("*.pt"))) == 2
