@@ -101,10 +101,68 @@ def summary(d: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _num(v: float) -> str:
+    return "0" if abs(v) < 1e-12 else f"{v:.4g}"
+
+
+def variance_table(b: pd.DataFrame) -> pd.DataFrame:
+    """Noise-to-signal Var / ‖E ĝ‖² without std scaling: within prompts at both policies and in total at the base,
+    at G = 2 / 8 / 64 (the group mean and leave-one-out share a row: without std scaling they differ by the factor
+    G / (G − 1), which the ratio does not see)."""
+    b = b[~b["std_scaling"].astype(bool)]
+    base, late = b["policy"].unique()[0], b["policy"].unique()[-1]
+    rows = []
+    for est, label in (("reinforce", NAMES["reinforce"]), ("mean", "group mean (GRPO) = leave-one-out (RLOO)"),
+                       ("critic", NAMES["critic"]), ("value", NAMES["value"]), ("best_constant", NAMES["best_constant"])):
+        def cells(policy, col):
+            e = b[(b["estimator"] == est) & (b["policy"] == policy)].set_index("G")[col]
+            return " / ".join(_num(e.get(g, float("nan"))) for g in (2, 8, 64))
+        rows.append({"estimator (no std scaling)": label, f"within, {base} G=2 / 8 / 64": cells(base, "nsr_within"),
+                     f"within, {late} G=2 / 8 / 64": cells(late, "nsr_within"),
+                     f"total, {base} G=2 / 8 / 64": cells(base, "nsr")})
+    return pd.DataFrame(rows)
+
+
+def kl_value_table(kv: pd.DataFrame) -> pd.DataFrame:
+    """Each KL estimator's value per token on the policy's own samples: bias, std and the share below 0."""
+    def f(v):
+        return "0" if abs(v) < 1e-12 else f"{v:+.2g}" if abs(v) < 1e-3 else f"{v:+.4f}"
+    return pd.DataFrame([{"KL(π_θ‖π_ref) per token": f"{r.kl:.4f} ({r.policy})",
+                          "k1 bias / std / P(<0)": f"{f(r.k1_bias)} / {r.k1_std:.3f} / {r.k1_neg:.2f}",
+                          "k2 bias / std": f"{f(r.k2_bias)} / {r.k2_std:.3f}",
+                          "k3 bias / std / P(<0)": f"{f(r.k3_bias)} / {r.k3_std:.3f} / {r.k3_neg:.2f}"}
+                         for r in kv.itertuples()])
+
+
+def kl_gradient_table(kg: pd.DataFrame) -> pd.DataFrame:
+    """Relative error ‖E∇ − ∇target‖ / ‖∇target‖ of each KL term's expected gradient, at every policy of the drift
+    run (joined by ' / '); 0 means below 1e-12."""
+    cols = {"per token, on-policy: vs ∇KL(π_θ‖π_ref)": ("on-policy", "token", "KL(θ‖ref)"),
+            "per token, on-policy: vs ∇KL(π_ref‖π_θ)": ("on-policy", "token", "KL(ref‖θ)"),
+            "per token, after μ = 4 updates: vs ∇KL(π_θ‖π_ref)": ("off", "token", "KL(θ‖ref)"),
+            "sequence, on-policy: vs ∇KL_seq(π_θ‖π_ref)": ("on-policy", "sequence", "KL(θ‖ref) seq"),
+            "sequence, after μ = 4 updates: vs ∇KL_seq(π_θ‖π_ref)": ("off", "sequence", "KL(θ‖ref) seq")}
+    rows = []
+    for est in ("k1", "k2", "k3", "k3_ratio", "k1_reward"):
+        row = {"term in the loss": {"k3": "k3 (DeepSeekMath, the seed)", "k3_ratio": "k3_ratio = r·k3",
+                                    "k1_reward": "k1 folded into the reward (PPO)"}.get(est, est)}
+        for name, (setting, level, target) in cols.items():
+            e = kg[(kg["estimator"] == est) & (kg["level"] == level) & (kg["target"] == target)
+                   & kg["setting"].str.startswith(setting)].sort_values("step")
+            row[name] = " / ".join("0" if v < 1e-12 else f"{v:.2g}" for v in e["rel_err"]) or "–"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def render(out: Path) -> Path:
-    return write_report(out, load, {
+    rep = write_report(out, load, {
         "estimators_baselines.png": lambda d, path: fig_baselines(d["baselines"], path),
         "estimators_std_kl.png": lambda d, path: fig_std_and_kl(d["std_weight"], d["kl_values"], path)}, summary)
+    d = load(Path(out))  # the tables the results page shows, as CSVs (results/estimators/ renders them)
+    variance_table(d["baselines"]).to_csv(rep / "variance_table.csv", index=False)
+    kl_value_table(d["kl_values"]).to_csv(rep / "kl_value_table.csv", index=False)
+    kl_gradient_table(d["kl_gradients"]).to_csv(rep / "kl_gradient_table.csv", index=False)
+    return rep
 
 
 @cli_entry

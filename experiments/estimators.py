@@ -19,7 +19,7 @@ a short GRPO run from it (μ = 4 inner epochs, a high learning rate so that it d
    at those positions (identities there carry over to θ by the chain rule), on-policy and with π_old = the
    policy before the GRPO step (μ = 4 updates later).
 
-Writes OUT/baselines.csv, OUT/std_weight.csv, OUT/kl_values.csv, OUT/kl_gradients.csv, OUT/lab.json, then
+Writes OUT/baselines.csv, OUT/std_weight.csv, OUT/kl_values.csv, OUT/kl_gradients.csv, OUT/lab.json, OUT/env.json, then
 renders OUT/report/ (analysis.estimators).
 """
 from __future__ import annotations
@@ -305,6 +305,9 @@ def run(out: Path, quick: bool) -> dict:
     pd.DataFrame(std_weight_rows()).to_csv(out / "std_weight.csv", index=False)
     pd.DataFrame(kl_values).to_csv(out / "kl_values.csv", index=False)
     pd.DataFrame(kl_grads).to_csv(out / "kl_gradients.csv", index=False)
+    from gcframe.tracking.env import write_env
+
+    write_env(out / "env.json")  # what made these numbers (results/estimators/env.json)
     info.update(quick=quick, base=base_info, prompts=spec["prompts"], N=spec["n"], rl=RL, spec={k: spec[k] for k in spec},
                 time_s={"base": round(t_base - t0, 1), "rl_run": round(t_rl - t_base, 1),
                         "baselines": round(t_bl - t_rl, 1), "kl": round(t_kl - t_bl, 1),

@@ -72,7 +72,7 @@ RECIPES = {
         keep=["curves.csv", "stability.csv", "stability.png"]),
     "estimators": Recipe("the estimator lab: baselines, std scaling and KL estimators at fixed policies", "command",
                          command=["experiments/estimators.py", "--out", "OUT", "--overwrite"],
-                         keep=["*.csv", "lab.json", "report/*.png"]),
+                         keep=["*.csv", "lab.json", "report/*.png", "report/*.csv"]),
     "atlas": Recipe("the update atlas: each method's step against the true policy gradient", "command",
                     command=["experiments/atlas.py", "--out", "OUT", "--overwrite"],
                     keep=["atlas.csv", "atlas_table.csv", "cosines.csv", "g_star.csv", "critic_distance.csv",
