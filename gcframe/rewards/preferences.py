@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from gcframe.errors import UserError
 from gcframe.sampling import GenerationConfig, Generator, make_batch
 from gcframe.tracking import claims
 from gcframe.tracking.log import publish_dir
+from gcframe.tracking.progress import progress
 
 VERSION = 1  # bump when the construction changes: old caches are then ignored
 
@@ -94,7 +96,9 @@ def build(model, tok, task, opts: PreferenceOptions, max_new_tokens: int, temper
     out: dict[str, list[dict]] = {"train": [], "heldout": []}
     info = {"prompts_seen": 0, "all_correct": 0, "all_wrong": 0, "samples_correct": 0, "flipped": 0}
     device = next(model.parameters()).device
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+    bar = progress(total=opts.pairs + opts.heldout_pairs, desc="preference pairs from the base's samples",
+                   unit="pair")  # minutes on a real model: a bar, or a plain line every 10 s
+    with bar, torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(opts.seed)
         for start in range(0, len(order), prompts_per_call):
             if all(len(out[s]) >= want[s] for s in out):
@@ -117,6 +121,7 @@ def build(model, tok, task, opts: PreferenceOptions, max_new_tokens: int, temper
                     info["flipped"] += flipped
                     out[split].append({"prompt": row["prompt"], "chosen": chosen, "rejected": rejected,
                                        "answer": row["answer"], "flipped": flipped})
+                    bar.update(1)
     info["base_sample_accuracy"] = info["samples_correct"] / max(info["prompts_seen"] * k, 1)
     info.update(train_pairs=len(out["train"]), heldout_pairs=len(out["heldout"]))
     if not out["train"] or not out["heldout"]:
@@ -140,7 +145,11 @@ def load_or_build(cfg, task, tok, base_dir, model_fn: Callable[[], torch.nn.Modu
     main = accelerator is None or accelerator.is_main_process
     solo = accelerator is None or accelerator.num_processes == 1
     lock = d.with_name(d.name + ".claim")  # a second compare.py process sharing the cache waits for the first's set
+    said = False
     while main and solo and not (d / "info.json").exists() and not claims.acquire(lock):
+        if not said:  # a second process sharing the cache: say what it waits for, once
+            print(f"waiting for the preference set another process is building ({d})", file=sys.stderr, flush=True)
+            said = True
         time.sleep(2)
     try:
         if main and not (d / "info.json").exists():
