@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import fcntl
 import io
 import json
 import os
 import pty
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -200,8 +203,9 @@ def test_plain_progress_lines_and_a_bar_on_a_zero_width_pty(monkeypatch):
     # fileno() from the pty (so progress decides exactly as it would there) and keeps what is written. (A child
     # process on the pty, read from the master end, lost its output on some machines: that tested the pty, not
     # progress.)
-    main, child = pty.openpty()  # no TIOCSWINSZ: the terminal reports 0 x 0
+    main, child = pty.openpty()
     try:
+        fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 0, 0, 0, 0))  # 0 x 0, as a pty made without a size
         assert os.get_terminal_size(child).columns == 0
 
         class PtyStderr(io.StringIO):
