@@ -276,6 +276,9 @@ def test_a_critic_that_cannot_be_built_is_refused_before_any_run(chat_dir, tmp_p
         raise AttributeError("'CustomLM' object has no attribute 'base_model'")
 
     monkeypatch.setattr(ppo.ScalarHeadModel, "from_causal_lm", staticmethod(no_backbone))
+    from gcframe.tracking import progress
+
+    monkeypatch.setattr(progress, "ENABLED", progress.ENABLED)  # --no-progress below: restored after the test
     out = tmp_path / "out"
     with pytest.raises(SystemExit) as e:
         compare.main(["--config", str(_bad_input_config(tmp_path)), "--model", str(chat_dir), "--methods",

@@ -218,6 +218,7 @@ def test_plain_progress_lines_and_a_bar_on_a_zero_width_pty(monkeypatch):
         fake = PtyStderr()
         monkeypatch.setattr(sys, "stderr", fake)
         monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.05)
+        monkeypatch.setattr(progress, "ENABLED", True)  # an in-process compare.py --no-progress turns it off
         for _ in progress.progress(range(3), desc="stage 1 (SFT base)"):
             time.sleep(0.15)  # longer than tqdm's mininterval (0.1 s): every count is drawn
     finally:
