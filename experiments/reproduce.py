@@ -2,7 +2,7 @@
 
     python experiments/reproduce.py --list                  # the results and the command behind each
     python experiments/reproduce.py default                 # the default comparison, 3 seeds
-    python experiments/reproduce.py default --seeds 0       # one seed (compare with results/default/summary.csv)
+    python experiments/reproduce.py default --seeds 0       # one seed, beside results/ (compare with its summary.csv)
     python experiments/reproduce.py default --quick         # a smoke run into runs/reproduce-quick (results/ untouched)
     python experiments/reproduce.py --all                   # everything, in the order listed
     python -m analysis.results                              # re-render the README's and docs' tables from results/
@@ -156,8 +156,9 @@ def reproduce(name: str, args) -> Path | None:
 
     if recipe.kind == "compare":
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else ([0] if args.quick else recipe.seeds)
-        if seeds != recipe.seeds and not args.quick:  # another set of seeds is another run folder
+        if seeds != recipe.seeds and not args.quick:  # a check, not the result: its own run and result folders
             runs = runs.with_name(f"{name}-seeds{'-'.join(map(str, seeds))}")
+            results = runs / "results"
         compare_cells(recipe, seeds, runs, args.quick)
         if not (runs / "summary.csv").exists():
             print(f"{name}: cells still running elsewhere; the last process to finish writes {results}")
@@ -184,7 +185,7 @@ def main(argv=None) -> int:
     made = [(n, reproduce(n, args)) for n in names]
     for n, path in made:
         print(f"{n}: " + (f"results in {path}" if path else "not complete yet (see above)"))
-    if not args.quick and any(p for _, p in made):
+    if not args.quick and any(p and p.parent == Path(args.results) for _, p in made):
         from analysis.results import render_all
 
         changed = render_all(ROOT, Path(args.results))

@@ -105,3 +105,20 @@ def test_a_compare_result_is_started_once_and_joined_by_resume(tmp_path, monkeyp
     (out / "summary.csv").write_text("method,seed\n")
     reproduce.compare_cells(recipe, [0, 1, 2], out, quick=False)
     assert len(calls) == 3  # finished: kept
+
+
+def test_a_check_with_other_seeds_never_overwrites_the_committed_result(tmp_path, monkeypatch):
+    """`reproduce.py default --seeds 0` (the README's check) writes beside results/, not into results/default/."""
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import reproduce
+
+    seen = {}
+    monkeypatch.setattr(reproduce, "compare_cells", lambda recipe, seeds, runs, quick: seen.update(runs=runs))
+    monkeypatch.setattr(results, "from_compare", lambda runs, res: seen.update(results=res))
+    args = reproduce.parse_args(["default", "--seeds", "0", "--runs", str(tmp_path / "runs"),
+                                 "--results", str(tmp_path / "results")])
+    (tmp_path / "runs" / "default-seeds0").mkdir(parents=True)
+    (tmp_path / "runs" / "default-seeds0" / "summary.csv").write_text("method,seed\n")
+    reproduce.reproduce("default", args)
+    assert seen["runs"] == tmp_path / "runs" / "default-seeds0"
+    assert seen["results"] == tmp_path / "runs" / "default-seeds0" / "results"
