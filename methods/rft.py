@@ -13,6 +13,7 @@ import torch
 from gcframe.batch import Batch
 from gcframe.errors import UserError
 from gcframe.sampling import make_batch
+from gcframe.tracking.progress import progress
 from methods.base import Method, MethodConfig, register
 
 
@@ -47,11 +48,14 @@ class RFT(Method):
         target = min(self.cfg.pool_size, t.steps * per_call)
         base = self.ctx.frozen("base")
         pool, drawn, tokens = [], 0, 0.0
-        while len(pool) < target and drawn < self.cfg.max_pool_samples:
-            batch = self.ctx.rollout(t.prompts_per_step, t.group_size, model=base)
-            pool += [text for text, ok in zip(batch.texts, batch.data["correct"].tolist()) if ok > 0]
-            drawn += len(batch)
-            tokens += float(batch.completion_mask.sum())
+        with progress(total=target, desc="rft: the base's correct samples", unit="sample") as bar:  # minutes
+            while len(pool) < target and drawn < self.cfg.max_pool_samples:  # on a real model
+                batch = self.ctx.rollout(t.prompts_per_step, t.group_size, model=base)
+                kept = [text for text, ok in zip(batch.texts, batch.data["correct"].tolist()) if ok > 0]
+                pool += kept
+                drawn += len(batch)
+                tokens += float(batch.completion_mask.sum())
+                bar.update(len(kept))
         if not pool:
             raise UserError(f"rft: none of {drawn} samples of the SFT base was correct, so there is nothing to "
                             "fine-tune on: train a stronger base (sft_base.steps) or raise "
