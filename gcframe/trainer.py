@@ -381,7 +381,7 @@ class Trainer:
         h = hashlib.blake2b(digest_size=16)
         settings = (k, self.tcfg.temperature, self.tcfg.max_new_tokens, self.tcfg.ref_refresh_every,
                     self.tcfg.reward, torch.get_num_threads(), torch.__version__, str(self.acc.device),
-                    [(r["prompt"], r["answer"]) for r in rows])
+                    repr(self.cfg.task), repr(self.cfg.model), [(r["prompt"], r["answer"]) for r in rows])
         h.update(repr(settings).encode())
         h.update(torch.get_rng_state().numpy().tobytes())
         models = [self.acc.unwrap_model(self.policy)]
