@@ -78,7 +78,8 @@ def summary_rows(runs: Runs) -> list[dict]:
         pool = train[train["method"] == m]["pool_gen_tokens"] if "pool_gen_tokens" in train else pd.Series(dtype=float)
         if pool.notna().any():  # RFT's offline pool, sampled from the frozen base before training
             tokens += f" + {pool.groupby(train['seed']).sum().mean():,.0f} pool"
-        out.append({"method": m + ("" if len(steps) <= 1 else f" (steps {sorted(steps)})"), "seeds": str(len(f)),
+        ends = ", ".join(str(int(s)) for s in sorted(steps))  # runs still going end at different steps
+        out.append({"method": m + ("" if len(steps) <= 1 else f" (steps {ends})"), "seeds": str(len(f)),
                     "accuracy": mean_ci(f["eval_accuracy"].tolist()),
                     f"maj@{k}": _mean(f, "eval_majk"), f"pass@{k}": _mean(f, "eval_passk"),
                     "pass@1": _mean(f, "eval_pass1"), "KL to ref": _mean(f, "eval_kl_ref", "{:.4f}"),
