@@ -111,15 +111,16 @@ def variance_table(b: pd.DataFrame) -> pd.DataFrame:
     G / (G − 1), which the ratio does not see)."""
     b = b[~b["std_scaling"].astype(bool)]
     base, late = b["policy"].unique()[0], b["policy"].unique()[-1]
-    rows = []
-    for est, label in (("reinforce", NAMES["reinforce"]), ("mean", "group mean (GRPO) = leave-one-out (RLOO)"),
-                       ("critic", NAMES["critic"]), ("value", NAMES["value"]), ("best_constant", NAMES["best_constant"])):
-        def cells(policy, col):
-            e = b[(b["estimator"] == est) & (b["policy"] == policy)].set_index("G")[col]
-            return " / ".join(_num(e.get(g, float("nan"))) for g in (2, 8, 64))
-        rows.append({"estimator (no std scaling)": label, f"within, {base} G=2 / 8 / 64": cells(base, "nsr_within"),
-                     f"within, {late} G=2 / 8 / 64": cells(late, "nsr_within"),
-                     f"total, {base} G=2 / 8 / 64": cells(base, "nsr")})
+    labels = {**NAMES, "mean": "group mean (GRPO) = leave-one-out (RLOO)"}
+
+    def cells(est, policy, col):
+        e = b[(b["estimator"] == est) & (b["policy"] == policy)].set_index("G")[col]
+        return " / ".join(_num(e.get(g, float("nan"))) for g in (2, 8, 64))
+
+    rows = [{"estimator (no std scaling)": labels[est], f"within, {base} G=2 / 8 / 64": cells(est, base, "nsr_within"),
+             f"within, {late} G=2 / 8 / 64": cells(est, late, "nsr_within"),
+             f"total, {base} G=2 / 8 / 64": cells(est, base, "nsr")}
+            for est in ("reinforce", "mean", "critic", "value", "best_constant")]
     return pd.DataFrame(rows)
 
 
@@ -135,8 +136,8 @@ def kl_value_table(kv: pd.DataFrame) -> pd.DataFrame:
 
 
 def kl_gradient_table(kg: pd.DataFrame) -> pd.DataFrame:
-    """Relative error ‖E∇ − ∇target‖ / ‖∇target‖ of each KL term's expected gradient, at every policy of the drift
-    run (joined by ' / '); 0 means below 1e-12."""
+    """Relative error ‖E∇ − ∇target‖ / ‖∇target‖ of each KL term's expected gradient at every policy of the
+    drift run (joined by ' / '); 0 means below 1e-12."""
     cols = {"per token, on-policy: vs ∇KL(π_θ‖π_ref)": ("on-policy", "token", "KL(θ‖ref)"),
             "per token, on-policy: vs ∇KL(π_ref‖π_θ)": ("on-policy", "token", "KL(ref‖θ)"),
             "per token, after μ = 4 updates: vs ∇KL(π_θ‖π_ref)": ("off", "token", "KL(θ‖ref)"),
@@ -155,14 +156,12 @@ def kl_gradient_table(kg: pd.DataFrame) -> pd.DataFrame:
 
 
 def render(out: Path) -> Path:
-    rep = write_report(out, load, {
+    return write_report(out, load, {
         "estimators_baselines.png": lambda d, path: fig_baselines(d["baselines"], path),
-        "estimators_std_kl.png": lambda d, path: fig_std_and_kl(d["std_weight"], d["kl_values"], path)}, summary)
-    d = load(Path(out))  # the tables the results page shows, as CSVs (results/estimators/ renders them)
-    variance_table(d["baselines"]).to_csv(rep / "variance_table.csv", index=False)
-    kl_value_table(d["kl_values"]).to_csv(rep / "kl_value_table.csv", index=False)
-    kl_gradient_table(d["kl_gradients"]).to_csv(rep / "kl_gradient_table.csv", index=False)
-    return rep
+        "estimators_std_kl.png": lambda d, path: fig_std_and_kl(d["std_weight"], d["kl_values"], path)}, summary,
+        tables={"variance_table.csv": lambda d: variance_table(d["baselines"]),  # what results/estimators/ shows
+                "kl_value_table.csv": lambda d: kl_value_table(d["kl_values"]),
+                "kl_gradient_table.csv": lambda d: kl_gradient_table(d["kl_gradients"])})
 
 
 @cli_entry

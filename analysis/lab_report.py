@@ -25,14 +25,19 @@ def load_files(out: Path, tables: tuple[str, ...], info: str, script: str) -> di
 
 
 def write_report(out: Path, load: Callable[[Path], dict], figures: dict[str, Callable[[dict, Path], None]],
-                 summary: Callable[[dict], str]) -> Path:
-    """OUT/report/: each figure drawn as figures[name](data, OUT/report/name), then summary.md; returns the folder."""
+                 summary: Callable[[dict], str],
+                 tables: dict[str, Callable[[dict], pd.DataFrame]] | None = None) -> Path:
+    """OUT/report/: each figure drawn as figures[name](data, OUT/report/name), each table written as
+    OUT/report/name (a CSV of tables[name](data): what a results page renders), then summary.md; returns the
+    folder."""
     out = Path(out)
     d = load(out)
     rep = out / "report"
     rep.mkdir(exist_ok=True)
     for name, draw in figures.items():
         draw(d, rep / name)
+    for name, table in (tables or {}).items():
+        table(d).to_csv(rep / name, index=False)
     (rep / "summary.md").write_text(summary(d))
     return rep
 

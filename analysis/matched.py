@@ -22,6 +22,7 @@ import sys
 
 import numpy as np
 
+from analysis.runs import Runs, fmt, markdown_table
 from gcframe.errors import cli_entry
 
 
@@ -43,10 +44,6 @@ def first_reach(xs, ys, target: float) -> float:
             x0, x1, y0 = xs[i - 1], xs[i], ys[i - 1]
             return float(x0 + (x1 - x0) * (target - y0) / (y - y0))
     return math.nan
-
-
-def _fmt(x: float, fmt: str) -> str:
-    return "–" if x is None or math.isnan(x) else fmt.format(x)
 
 
 def matched_rows(runs, target: float | None = None) -> tuple[list[dict], dict]:
@@ -73,16 +70,16 @@ def matched_rows(runs, target: float | None = None) -> tuple[list[dict], dict]:
         per_step = tr.groupby("seed")["n_seqs"].mean().mean() if "n_seqs" in tr else math.nan
         rows.append({
             "method": m,
-            "samples / step": _fmt(per_step, "{:.0f}"),
-            "accuracy at the end": _fmt(ends.get(m, math.nan), "{:.3f}"),
-            f"accuracy at {T:.0f} s": _fmt(np.mean(acc_T), "{:.3f}"),
+            "samples / step": fmt(per_step, "{:.0f}"),
+            "accuracy at the end": fmt(ends.get(m, math.nan), "{:.3f}"),
+            f"accuracy at {T:.0f} s": fmt(np.mean(acc_T), "{:.3f}"),
             f"accuracy at {N:,.0f} tokens" if not math.isnan(N) else "accuracy at N tokens":
-                _fmt(np.mean(acc_N), "{:.3f}"),
-            f"s to {a:.3f}": (_fmt(np.mean(reached), "{:.0f}") if reached else "not reached")
+                fmt(np.mean(acc_N), "{:.3f}"),
+            f"s to {a:.3f}": (fmt(np.mean(reached), "{:.0f}") if reached else "not reached")
             + (f" ({len(reached)}/{len(t_a)} seeds)" if 0 < len(reached) < len(t_a) else ""),
-            f"tokens to {a:.3f}": (_fmt(np.mean(reached_n), "{:,.0f}") if reached_n else
+            f"tokens to {a:.3f}": (fmt(np.mean(reached_n), "{:,.0f}") if reached_n else
                                    ("not reached" if samples else "–")),
-            "peak RSS (MB)": _fmt(tr["peak_rss_mb"].max() if "peak_rss_mb" in tr else math.nan, "{:.0f}"),
+            "peak RSS (MB)": fmt(tr["peak_rss_mb"].max() if "peak_rss_mb" in tr else math.nan, "{:.0f}"),
         })
     return rows, {"T*": T, "N*": N, "a*": a}
 
@@ -115,22 +112,21 @@ def time_rows(runs) -> list[dict]:
                      "prepare": _sec(per_step("time_prepare")),
                      "update": _sec(per_step("time_update")),
                      "of which critic": _sec(per_step("time_critic")),
-                     "evaluations (s / run)": _fmt(evals, "{:.0f}")})
+                     "evaluations (s / run)": fmt(evals, "{:.0f}")})
     return rows
 
 
 @cli_entry
 def main(argv=None) -> int:
-    from analysis.runs import Runs, markdown_table
-
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out", help="a compare.py output folder")
     p.add_argument("--target", type=float, help="the accuracy a* (default: base + half the best mean gain)")
     args = p.parse_args(argv)
-    rows, budget = matched_rows(Runs(args.out), args.target)
+    runs = Runs(args.out)
+    rows, budget = matched_rows(runs, args.target)
     print(markdown_table(rows))
     print(f"\nT* = {budget['T*']:.0f} s, N* = {budget['N*']:,.0f} tokens, a* = {budget['a*']:.3f}\n")
-    print(markdown_table(time_rows(Runs(args.out))))
+    print(markdown_table(time_rows(runs)))
     return 0
 
 

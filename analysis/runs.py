@@ -1,4 +1,5 @@
-"""A compare.py output folder as DataFrames (`Runs`), and the markdown table every analysis prints.
+"""A compare.py output folder as DataFrames (`Runs`), and the markdown table (and cell format) every analysis
+prints.
 
     runs = Runs("runs/compare")      # runs.train, runs.eval, runs.configs, runs.gc, runs.methods, runs.summary
 
@@ -8,6 +9,7 @@ map (`analysis.sweep`) all read a run folder through this one class.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -84,3 +86,8 @@ def markdown_table(rows: list[dict]) -> str:
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def fmt(x, spec: str = "{:.2f}") -> str:
+    """A number for a table cell, '–' where there is none (None or NaN)."""
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else spec.format(x)

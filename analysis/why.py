@@ -27,6 +27,7 @@ import sys
 
 import pandas as pd
 
+from analysis.runs import Runs, fmt, markdown_table
 from gcframe.errors import cli_entry
 
 EDGE = 3
@@ -42,13 +43,9 @@ def _ends(train: pd.DataFrame, col: str) -> tuple[float, float]:
     return first, last
 
 
-def _fmt(x: float, fmt: str = "{:.2f}") -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
-
-
-def _arrow(pair: tuple[float, float], fmt: str = "{:.2f}") -> str:
+def _arrow(pair: tuple[float, float], spec: str = "{:.2f}") -> str:
     a, b = pair
-    return "–" if math.isnan(a) else f"{_fmt(a, fmt)} → {_fmt(b, fmt)}"
+    return "–" if math.isnan(a) else f"{fmt(a, spec)} → {fmt(b, spec)}"
 
 
 def probe_gc_shares(gc_view: dict | None) -> dict[str, tuple[float, float]]:
@@ -66,30 +63,33 @@ def probe_gc_shares(gc_view: dict | None) -> dict[str, tuple[float, float]]:
     return out
 
 
+def _mean(rows: pd.DataFrame, col: str) -> float:
+    return rows[col].mean() if col in rows else math.nan
+
+
 def why_rows(runs) -> list[dict]:
     """One row per method of an `analysis.runs.Runs`: what its logs show (see the module docstring)."""
     probe = probe_gc_shares(runs.gc)
     start = runs.start_eval().groupby("method")["eval_accuracy"].mean()
-    end = runs.final_eval().groupby("method")["eval_accuracy"].mean()
+    final = runs.final_eval()
+    end = final.groupby("method")["eval_accuracy"].mean()
     rows = []
     for m in runs.methods:
         tr = runs.train[runs.train["method"] == m]
-        fin = runs.final_eval()
-        fin = fin[fin["method"] == m]
+        fin = final[final["method"] == m]
         kl = fin["eval_kl_ref"].mean() if "eval_kl_ref" in fin and fin["eval_kl_ref"].notna().any() \
             else _ends(tr, "kl_ref")[1]
-        right = tr["gc_right_mass"].mean() if "gc_right_mass" in tr else math.nan
-        wrong = tr["gc_wrong_mass"].mean() if "gc_wrong_mass" in tr else math.nan
+        right, wrong = _mean(tr, "gc_right_mass"), _mean(tr, "gc_wrong_mass")
         pr, pw = probe.get(m, (math.nan, math.nan))
         rows.append({
             "method": m,
-            "Δ accuracy": _fmt(end.get(m, math.nan) - start.get(m, math.nan), "{:+.3f}"),
+            "Δ accuracy": fmt(end.get(m, math.nan) - start.get(m, math.nan), "{:+.3f}"),
             "sampled acc": _arrow(_ends(tr, "accuracy")),
-            "zero-var groups": _fmt(tr["zero_var_groups"].mean() if "zero_var_groups" in tr else math.nan),
+            "zero-var groups": fmt(_mean(tr, "zero_var_groups")),
             "truncated": _arrow(_ends(tr, "truncated_frac")),
             "entropy": _arrow(_ends(tr, "entropy")),
-            "KL to ref": _fmt(kl, "{:.3f}"),
-            "GC down": _fmt(tr["gc_neg_mass"].mean() if "gc_neg_mass" in tr else math.nan),
+            "KL to ref": fmt(kl, "{:.3f}"),
+            "GC down": fmt(_mean(tr, "gc_neg_mass")),
             "GC right / wrong": "–" if math.isnan(right) else f"{right:+.2f} / {wrong:+.2f}",
             "probe GC r / w": "–" if math.isnan(pr) else f"{pr:+.2f} / {pw:+.2f}",
         })
@@ -98,8 +98,6 @@ def why_rows(runs) -> list[dict]:
 
 @cli_entry
 def main(argv=None) -> int:
-    from analysis.runs import Runs, markdown_table
-
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out", help="a compare.py output folder")
     args = p.parse_args(argv)

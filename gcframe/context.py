@@ -17,6 +17,7 @@ from gcframe.errors import UserError
 from gcframe.modeling import AdapterDisabled, evaluating
 from gcframe.rewards import score
 from gcframe.sampling import GenerationConfig, Generator, make_batch
+from gcframe.tracking.progress import progress
 
 
 class Context:
@@ -38,6 +39,7 @@ class Context:
         self.reward_model = None  # set by the pipeline when train.reward == "reward_model"
         self.timings: dict[str, float] = {}  # seconds per phase of the current step; the Trainer logs time_<name>
         self.sharded = sharding.enabled(cfg.train.shard, self.world)  # FSDP2: π_ref is sharded like the policy
+        self.show_progress = False  # set by the Trainer: whether this run shows progress (main process, not quiet)
 
     @contextlib.contextmanager
     def timed(self, name: str):
@@ -47,6 +49,11 @@ class Context:
             yield
         finally:
             self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
+
+    def progress(self, total: int, desc: str, unit: str):
+        """A bar (terminal) or plain lines (elsewhere) for a long phase of a method, e.g. RFT's pool: shown as the
+        run shows its own progress (gcframe.tracking.progress)."""
+        return progress(total=total, desc=desc, unit=unit, show=self.show_progress)
 
     @property
     def device(self):

@@ -152,7 +152,7 @@ class Trainer:
             setattr(self.method, name, m)
 
         self.logger = RunLogger(run_dir, enabled=self.acc.is_main_process)
-        self.show_progress = show_progress and self.acc.is_main_process
+        self.show_progress = self.ctx.show_progress = show_progress and self.acc.is_main_process
         self.label = label or f"{method_name} seed {cfg.seed}"  # how progress lines and messages name the run
         self.step0_evals = Path(step0_evals) if step0_evals else None  # shared step-0 evaluations (evaluate)
         self.mb_gen = torch.Generator().manual_seed(cfg.seed + 1)

@@ -13,7 +13,6 @@ import torch
 from gcframe.batch import Batch
 from gcframe.errors import UserError
 from gcframe.sampling import make_batch
-from gcframe.tracking.progress import progress
 from methods.base import Method, MethodConfig, register
 
 
@@ -48,8 +47,8 @@ class RFT(Method):
         target = min(self.cfg.pool_size, t.steps * per_call)
         base = self.ctx.frozen("base")
         pool, drawn, tokens = [], 0, 0.0
-        with progress(total=target, desc="rft: the base's correct samples", unit="sample") as bar:  # minutes
-            while len(pool) < target and drawn < self.cfg.max_pool_samples:  # on a real model
+        with self.ctx.progress(target, "rft: the base's correct samples", "sample") as bar:  # minutes on a real model
+            while len(pool) < target and drawn < self.cfg.max_pool_samples:
                 batch = self.ctx.rollout(t.prompts_per_step, t.group_size, model=base)
                 kept = [text for text, ok in zip(batch.texts, batch.data["correct"].tolist()) if ok > 0]
                 pool += kept

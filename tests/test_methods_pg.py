@@ -179,6 +179,11 @@ class FakeContext:
     def draw(self, pool, n, name):
         return [pool[i % len(pool)] for i in range(n)]
 
+    def progress(self, total, desc, unit):
+        from gcframe.tracking.progress import progress
+
+        return progress(total=total, desc=desc, unit=unit, show=False)
+
 
 def test_rft_pool_is_built_once_and_capped():
     # B·G = 4 per step, 3 steps -> 12 draws needed; pool_size 6 < 12 -> target 6 accepted samples.
