@@ -306,6 +306,67 @@ def table(res: dict) -> str:
     return "\n".join(out) + ("\n\n" + _real_table(res) if "real" in res else "")
 
 
+TARGETS = {"limit": 1.15, "grpo_vs_ppo": 0.6, "engine_vs_ce": 1.05, "vs_trl": {"small": 0.5, "compute": 0.77}}
+
+
+def write_csvs(res: dict, folder: Path) -> list[Path]:
+    """steps.csv (a row per size and method: step time, its phases, tokens/s, peak RSS, step ÷ essential passes)
+    and ratios.csv (a row per ratio: its target, its value per size, whether the value meets the target), the
+    tables of the performance page (rendered by analysis.results)."""
+    import pandas as pd
+
+    phases = {"generate": "generate", "score": "score", "collect_other": "collect, other",
+              "ref_old_logprobs_prepare": "ref/old log-probs + prepare", "policy_update": "policy update",
+              "critic_update": "critic update"}
+    rows = []
+    for s, d in res["methods"].items():
+        for m, v in d.items():
+            ph, sampled, critic = v["phases_s"], bool(v["gen_tokens_per_s"]), bool(v["models"].get("critic"))
+            absent = {"generate": not sampled, "score": not sampled, "critic_update": not critic,
+                      "ref_old_logprobs_prepare": ph.get("ref_old_logprobs_prepare", 0) < 5e-4}  # no frozen model
+            rows.append({"size": s, "method": m, "step (s)": _f(v["step_s"]),
+                         **{label: "–" if absent.get(k) else _f(ph.get(k)) for k, label in phases.items()},
+                         "gen. tok/s": _f(v["gen_tokens_per_s"], "{:.0f}") if v["gen_tokens_per_s"] else "–",
+                         "peak RSS (MiB, above baseline)": f"{v['peak_rss_mb']:.0f} (+{v['peak_rss_increase_mb']:.0f})",
+                         "step ÷ essential passes": _f(v.get("limit_ratio"), "{:.2f}")})
+    r, sizes = res["ratios"], list(res["methods"])
+
+    def line(name, target, values):  # values: {size: a ratio, or {method: ratio} shown as its range}
+        def span(v):
+            lo, hi = (min(v.values()), max(v.values())) if isinstance(v, dict) else (v, v)
+            return lo, hi
+
+        def limit(s):
+            return target.get(s) if isinstance(target, dict) else target
+
+        vals = {s: values.get(s) for s in sizes}
+        shown = {s: "–" if v is None else "–".join(dict.fromkeys(f"{x:.2f}" for x in span(v)))
+                 for s, v in vals.items()}
+        met = [s for s in sizes if vals[s] is not None and limit(s) is not None and span(vals[s])[1] <= limit(s)]
+        return {"ratio": name, "target": "–" if target is None else (
+                    ", ".join(f"≤ {t} {s}" for s, t in target.items()) if isinstance(target, dict) else f"≤ {target}"),
+                **shown, "met": ", ".join(met) if met else ("no" if target is not None else "–")}
+
+    limit = {s: {m: v for m, v in d.items() if v is not None} or None for s, d in r.get("limit", {}).items()}
+    gvp = r.get("grpo_vs_ppo", {})
+    out = [line("step ÷ sum of essential passes (over the methods)", TARGETS["limit"], limit),
+           line("GRPO ÷ PPO peak memory (RSS above baseline)", TARGETS["grpo_vs_ppo"],
+                {s: gvp[s]["peak_memory"] for s in sizes if s in gvp}),
+           line("GRPO ÷ PPO peak memory, total RSS", None, {s: gvp[s]["peak_rss_total"] for s in sizes if s in gvp}),
+           line("GRPO ÷ PPO step time", None, {s: gvp[s]["step_time"] for s in sizes if s in gvp}),
+           line("engine ÷ plain cross-entropy (SFT)", TARGETS["engine_vs_ce"], r.get("engine_vs_ce", {}))]
+    for m in sorted({m for d in r.get("vs_trl", {}).values() for m in d}):
+        out.append(line(f"project ÷ TRL, {m.upper()}", TARGETS["vs_trl"],
+                        {s: r["vs_trl"][s].get(m) for s in sizes if s in r.get("vs_trl", {})}))
+        out.append(line(f"project's essential passes ÷ TRL, {m.upper()} (the floor)", None,
+                        {s: r["vs_trl_floor"][s].get(m) for s in sizes if s in r.get("vs_trl_floor", {})}))
+    folder = Path(folder)
+    paths = [folder / "steps.csv", folder / "ratios.csv"]
+    pd.DataFrame(rows).to_csv(paths[0], index=False)
+    pd.DataFrame(out).to_csv(paths[1], index=False)
+    return paths
+
+
 def _real_table(res: dict) -> str:
     from experiments.benchmark_real import table as real_table
 
@@ -377,7 +438,8 @@ def main(argv=None) -> int:
     print(table(res))
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1, default=str))
-        print(f"\nJSON: {args.out}")
+        csvs = write_csvs(res, Path(args.out).parent) if res["methods"] else []
+        print(f"\nJSON: {args.out}" + "".join(f"; {p}" for p in csvs))
     return 0
 
 

@@ -84,7 +84,8 @@ RECIPES = {
                         command=["experiments/sweep_5_2.py", "--out", "OUT"],
                         keep=["report/*.csv", "report/*.png"]),
     "benchmark": Recipe("speed and memory against the essential passes and TRL (toy sizes)", "command",
-                        command=["experiments/benchmark.py", "--out", "OUT/bench.json"], keep=["bench.json"]),
+                        command=["experiments/benchmark.py", "--out", "OUT/bench.json"],
+                        keep=["bench.json", "steps.csv", "ratios.csv"]),
 }
 
 

@@ -4,6 +4,7 @@ import json
 import sys
 from dataclasses import replace
 
+import pandas as pd
 import pytest
 
 from experiments import bench_common, benchmark, benchmark_trl
@@ -30,6 +31,8 @@ def test_smallest_run_writes_every_ratio(tmp_path):
         assert m["peak_rss_mb"] >= m["peak_rss_increase_mb"] > 0
     assert {"critic_forward", "critic_update"} <= set(res["methods"]["small"]["ppo"]["essential_s"])
     assert res["methods"]["small"]["ppo"]["models"]["critic"] > 0
+    assert set(pd.read_csv(tmp_path / "steps.csv")["method"]) == {"grpo", "ppo"}  # beside --out
+    assert (tmp_path / "ratios.csv").exists()
 
 
 def test_vs_trl_reports_what_failed(monkeypatch):
@@ -149,3 +152,30 @@ def test_unknown_size_exits_2(capsys):
     assert benchmark.main(["--sizes", "huge"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "small, compute, real" in err
+
+
+def test_the_performance_tables_come_from_the_measurements(tmp_path):
+    def method(step, gen, critic, limit):
+        return {"step_s": step, "gen_tokens_per_s": gen, "models": {"policy": 1, **({"critic": 1} if critic else {})},
+                "phases_s": {"generate": 0.01 if gen else 0.0, "score": 0.0, "collect_other": 0.001,
+                             "ref_old_logprobs_prepare": 0.0, "policy_update": 0.02, "critic_update": 0.0},
+                "peak_rss_mb": 400.4, "peak_rss_increase_mb": 80.6, "limit_ratio": limit}
+
+    res = {"methods": {"small": {"sft": method(0.02, 0, False, 1.10), "ppo": method(0.05, 900, True, 1.20)},
+                       "compute": {"sft": method(0.4, 0, False, 1.00), "ppo": method(3.0, 300, True, 1.02)}},
+           "ratios": {"limit": {"small": {"sft": 1.10, "ppo": 1.20}, "compute": {"sft": 1.00, "ppo": 1.02}},
+                      "grpo_vs_ppo": {"small": {"peak_memory": 0.77, "peak_rss_total": 0.95, "step_time": 0.5},
+                                      "compute": {"peak_memory": 0.58, "peak_rss_total": 0.69, "step_time": 0.4}},
+                      "engine_vs_ce": {"small": 1.11, "compute": 1.02}}}
+    steps, ratios = (pd.read_csv(p, dtype=str) for p in benchmark.write_csvs(res, tmp_path))
+    sft, ppo = steps.iloc[0], steps.iloc[1]
+    assert (sft["generate"], sft["critic update"], ppo["critic update"]) == ("–", "–", "0.000")
+    assert sft["peak RSS (MiB, above baseline)"] == "400 (+81)"
+    rows = ratios.set_index("ratio")
+    # the limit's range over the methods; met where the worst method is within 1.15: small 1.20 > 1.15, compute 1.02
+    limit = rows.loc["step ÷ sum of essential passes (over the methods)"]
+    assert (limit["small"], limit["compute"], limit["met"]) == ("1.10–1.20", "1.00–1.02", "compute")
+    mem = rows.loc["GRPO ÷ PPO peak memory (RSS above baseline)"]  # 0.77 > 0.6, 0.58 ≤ 0.6
+    assert (mem["small"], mem["compute"], mem["met"]) == ("0.77", "0.58", "compute")
+    assert rows.loc["engine ÷ plain cross-entropy (SFT)", "met"] == "compute"  # 1.11 > 1.05, 1.02 ≤ 1.05
+    assert rows.loc["GRPO ÷ PPO step time", "met"] == "–"  # no target
