@@ -49,6 +49,7 @@ def parse_args(argv=None):
     p.add_argument("--study", action="store_true", help="the committed study (results/base_stability): every setup "
                    "of STUDY, each with its variants and thread counts, into one --out (hours of CPU)")
     p.add_argument("--quick", action="store_true", help="with --study: a 40-step smoke version of it")
+    p.add_argument("--only", help="with --study: only the setups whose label contains this text (e.g. default)")
     p.add_argument("--out", required=True, help="folder of curves.csv (rows are appended, one file per setup)")
     return p.parse_args(argv)
 
@@ -100,6 +101,10 @@ def main(argv=None) -> int:
     if args.study:
         study = [("quick", ["--sft-steps", "40", "--eval-every", "20", "--variants", "ref,perturb-1"])] \
             if args.quick else STUDY
+        study = [(label, extra) for label, extra in study if not args.only or args.only in label]
+        if not study:
+            raise UserError(f"--only {args.only!r} matches no setup: the study's are "
+                            + "; ".join(dict.fromkeys(label for label, _ in STUDY)))
         for label, extra in study:
             main(["--config", args.config, "--out", args.out, "--label", label, *extra])
         return 0
@@ -124,7 +129,7 @@ def main(argv=None) -> int:
     cfg, task = prepare(from_dict(raw))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_env(out / f"env_{args.label or 'run'}_t{args.threads}.json")
+    env = write_env(out / f"env_{args.label or 'run'}_t{args.threads}.json")
     csv = out / "curves.csv"
     for variant in args.variants.split(","):
         t0 = time.time()
@@ -132,6 +137,7 @@ def main(argv=None) -> int:
         df = pd.DataFrame(rows).assign(setup=args.label, variant=variant, threads=args.threads,
                                        sft_steps=cfg.sft_base.steps, schedule=cfg.sft_base.lr_schedule,
                                        n_demos=len(task.demos), sft_lr=cfg.sft_base.lr,
+                                       commit=(env.get("commit") or "")[:7] + ("+dirty" if env.get("dirty") else ""),
                                        train_s=round(time.time() - t0, 1))
         pd.concat([pd.read_csv(csv), df] if csv.exists() else [df]).to_csv(csv, index=False)
         last = rows[-1]
@@ -161,7 +167,8 @@ def summarise(out: Path) -> None:
                      "lr schedule": g["schedule"].iloc[0], "demos": int(g["n_demos"].iloc[0]) if "n_demos" in g
                      and g["n_demos"].notna().all() else "",
                      "final held-out accuracy by variant": ", ".join(f"{v} {a:.3f}" for v, a in acc.items()),
-                     "min": f"{acc.min():.3f}", "max": f"{acc.max():.3f}", "spread": f"{acc.max() - acc.min():.3f}"})
+                     "min": f"{acc.min():.3f}", "max": f"{acc.max():.3f}", "spread": f"{acc.max() - acc.min():.3f}",
+                     "commit": ", ".join(sorted(set(g["commit"].dropna().astype(str)))) if "commit" in g else ""})
     pd.DataFrame(rows).to_csv(out / "stability.csv", index=False)
     grid = sns.relplot(df.assign(run=df["variant"] + " · " + df["threads"].astype(str) + " thr"), x="step",
                        y="eval_accuracy", hue="run", col="setup", kind="line", marker="o", markersize=3,
