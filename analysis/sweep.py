@@ -4,8 +4,8 @@
 
 Reads only the sweep's files: OUT/sweep.yaml, OUT/<level>/<method>/seed<k>/metrics.jsonl (through analysis.report's
 Runs), .../final_k.json and OUT/<level>/base_final_k.json. Cells still running are reported with what they logged;
-a comparison uses the seeds both of its methods have. Writes OUT/sweep_report/{summary.csv, mechanism.csv,
-predictors.csv, summary.md, map.png}.
+a comparison uses the seeds both of its methods have. Writes OUT/sweep_report/{summary.csv, end_table.csv,
+mechanism.csv, predictors.csv, summary.md, map.png}.
 
 The claims (DeepSeekMath, Shao et al. 2024, arXiv:2402.03300; the seed chapter's "One Gradient, Many Methods"):
     online RFT > RFT          Fig. 5: data from the live policy beats data from the frozen SFT model
@@ -293,6 +293,28 @@ def markdown(sw: Sweep, claims: pd.DataFrame, mech: pd.DataFrame, preds: pd.Data
     return "\n".join(md)
 
 
+def end_table(sw: Sweep, claims: pd.DataFrame) -> pd.DataFrame:
+    """The map's headline (results/sweep_5_2/end_table.csv): per claim, per level, the paired greedy difference at the
+    last evaluation step, mean [95% interval], bold where it excludes 0, and in brackets the smallest difference
+    5 seeds detect (power 0.8)."""
+    g = claims[(claims["metric"] == "greedy") & (claims["n_seeds"] > 0)]
+    if not len(g):
+        return pd.DataFrame()
+    g = g[g["step"] == g["step"].max()]
+    rows = []
+    for claim, _, _ in CLAIMS:
+        sub = g[g["claim"] == claim]
+        if not len(sub):
+            continue
+        row = {"claim (DeepSeekMath)": claim, "step": int(sub["step"].iloc[0])}
+        for _, r in sub.iterrows():
+            cell = "–" if pd.isna(r["ci_low"]) else f"{r['mean']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]"
+            cell = f"**{cell}**" if r["significant"] else cell
+            row[f"{sw.label(r['level'])} (base {r['base_greedy']:.2f})"] = f"{cell} ({r['mde80_5seeds']:.2f})"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def write(out: Path, figure: Path | None = None, csv: Path | None = None) -> Path:
     sw = Sweep(out)
     claims, mech = claim_rows(sw), mechanism_rows(sw)
@@ -300,6 +322,7 @@ def write(out: Path, figure: Path | None = None, csv: Path | None = None) -> Pat
     rep = Path(out) / "sweep_report"
     rep.mkdir(exist_ok=True)
     claims.to_csv(rep / "summary.csv", index=False, float_format="%.4f")
+    end_table(sw, claims).to_csv(rep / "end_table.csv", index=False)
     mech.to_csv(rep / "mechanism.csv", index=False, float_format="%.4f")
     preds.to_csv(rep / "predictors.csv", index=False, float_format="%.4f")
     draw(sw, claims, preds, mech, rep / "map.png")

@@ -82,7 +82,7 @@ RECIPES = {
                           "report/atlas_critic.png"]),
     "sweep_5_2": Recipe("DeepSeekMath §5.2 at CPU scale: difficulty x length x method x seed", "command",
                         command=["experiments/sweep_5_2.py", "--out", "OUT"],
-                        keep=["report/*.csv", "report/*.png"]),
+                        keep=["sweep_report/*.csv", "sweep_report/*.png", "sweep.yaml"]),
     "benchmark": Recipe("speed and memory against the essential passes and TRL (toy sizes)", "command",
                         command=["experiments/benchmark.py", "--out", "OUT/bench.json"],
                         keep=["bench.json", "steps.csv", "ratios.csv"]),

@@ -302,6 +302,7 @@ def main(argv=None) -> int:
     acc = make_accelerator()
     if acc.num_processes > 1:
         raise UserError("the sweep runs in one process (cells are small): start it without accelerate/torchrun")
+    check_env(out)
     t0, show = time.time(), not args.no_progress
     prepared = [prepare_level(sweep, level, out, acc, show) for level in levels]
     elsewhere = []  # cells another live process is training
@@ -320,8 +321,28 @@ def main(argv=None) -> int:
         print(f"this process's share done in {time.time() - t0:.0f} s; {len(elsewhere)} cell(s) are still being "
               f"trained by another process ({names}): when it ends, python -m analysis.sweep {out}", flush=True)
     else:
-        print(f"sweep done in {time.time() - t0:.0f} s: python -m analysis.sweep {out}", flush=True)
+        from analysis.sweep import write
+
+        print(f"sweep done in {time.time() - t0:.0f} s; the map: {write(out)}", flush=True)
     return 0
+
+
+def check_env(out: Path) -> None:
+    """OUT/env.json records the environment the sweep's cells are made in; a process joining or resuming the sweep
+    from other code or another machine is refused, so that one map never mixes two."""
+    from gcframe.tracking import env as envinfo
+
+    now, path = envinfo.collect(), out / "env.json"
+    made = envinfo.load(path)
+    if not made:
+        path.write_text(json.dumps(now, indent=1) + "\n")
+        return
+    keys = ("commit", "dirty", "cpu", "python")
+    differ = [k for k in keys if made.get(k) != now.get(k)] + (
+        ["torch"] if (made.get("torch") or {}).get("version") != (now.get("torch") or {}).get("version") else [])
+    if differ:
+        raise UserError(f"'{out}' was started in another environment ({', '.join(differ)} differ: "
+                        f"{envinfo.describe(made)}): continue it there, or give another --out")
 
 
 if __name__ == "__main__":

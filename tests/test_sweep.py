@@ -91,6 +91,9 @@ def test_quick_sweep_layout_and_map(tiny):
             assert fk["pass@1"] <= fk["pass@2"] <= fk["pass@4"] and fk["kl_ref"] >= 0
     assert set(json.loads((lvl / "base_final_k.json").read_text())) >= {"pass@4", "maj@4"}
     assert len(pd.read_csv(lvl / "summary.csv")) == 8
+    end = pd.read_csv(out / "sweep_report" / "end_table.csv")  # the process that finished the sweep drew the map
+    assert list(end["claim (DeepSeekMath)"]) == ["online RFT > RFT", "GRPO > online RFT", "process ≥ outcome"]
+    assert (end["step"] == 2).all() and len(end.columns) == 3  # claim, step, the one level
     from analysis.sweep import write
 
     rep = write(out, figure=d / "fig.png", csv=d / "sum.csv")
@@ -131,6 +134,15 @@ def test_bad_input_one_line_exit_2(tiny):
         res = sweep("--config", str(d / "cfg.yaml"), *(["--quick"] if args else []), *args, "--out", str(out))
         assert res.returncode == 2 and needle in res.stderr, res.stderr[-2000:]
         assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    env = (out / "env.json").read_text()
+    try:  # a process from other code joining the sweep: refused, nothing written
+        (out / "env.json").write_text(json.dumps({**json.loads(env), "commit": "0" * 40}))
+        before = (out / "tiny" / "summary.csv").read_bytes()
+        res = sweep("--config", str(d / "cfg.yaml"), "--quick", "--out", str(out))
+        assert res.returncode == 2 and "was started in another environment (commit differ" in res.stderr, res.stderr
+        assert (out / "tiny" / "summary.csv").read_bytes() == before
+    finally:
+        (out / "env.json").write_text(env)
     res = subprocess.run([sys.executable, "-m", "analysis.sweep", str(d)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 2 and "not a sweep folder" in res.stderr
 
