@@ -449,9 +449,21 @@ class Trainer:
                 post["reward"] = f"{row['reward_mean']:.2f}"
             bar.set_postfix(post)
         self.logger.close()
+        self._release_from_accelerator()
         return {"initial_accuracy": getattr(self, "initial_accuracy", None),
                 "final_accuracy": last_eval["eval_accuracy"], "time_s": self.elapsed, "gen_tokens": self.gen_tokens,
                 "steps": steps}
+
+    def _release_from_accelerator(self) -> None:
+        """accelerate keeps every object it prepared (Accelerator._models, _optimizers) for as long as the
+        accelerator lives; compare.py and the sweep share one accelerator across all their runs, so without this
+        each finished run's models and AdamW state stayed in memory (one SmolLM2 copy, ~0.5 GB, per run). The
+        trainer keeps its own references: saving the final model after fit still works."""
+        mine = {id(o) for o in (self.policy, self.opt, *self.aux_models, *self.aux_opts)}
+        for name in ("_models", "_optimizers", "_schedulers", "_dataloaders"):
+            held = getattr(self.acc, name, None)
+            if isinstance(held, list):
+                held[:] = [o for o in held if id(o) not in mine]
 
     def save_model(self, path) -> Path:
         """The policy as one Hugging Face folder (`final_model.save`: model or LoRA adapter + tokenizer), written by
