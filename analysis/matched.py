@@ -12,7 +12,8 @@ its own curve, never extrapolated:
     a*  = --target, else the base's accuracy + half of the best method's mean gain at the end
 
 'time to a*' is where a run's curve first reaches a* (mean over the seeds that reach it; 'k/n seeds' says how many
-did). Peak RSS is the largest of the run's step rows (the process's peak while it trained).
+did). Peak RSS is the largest of the run's step rows (the process's peak while it trained) and, in brackets, what
+the run added to the process's memory at its start (`peak_rss_run_mb`).
 """
 from __future__ import annotations
 
@@ -79,9 +80,14 @@ def matched_rows(runs, target: float | None = None) -> tuple[list[dict], dict]:
             + (f" ({len(reached)}/{len(t_a)} seeds)" if 0 < len(reached) < len(t_a) else ""),
             f"tokens to {a:.3f}": (fmt(np.mean(reached_n), "{:,.0f}") if reached_n else
                                    ("not reached" if samples else "–")),
-            "peak RSS (MB)": fmt(tr["peak_rss_mb"].max() if "peak_rss_mb" in tr else math.nan, "{:.0f}"),
+            "peak RSS (MB; +run)": fmt(_max(tr, "peak_rss_mb"), "{:.0f}")
+            + ("" if math.isnan(_max(tr, "peak_rss_run_mb")) else f" (+{_max(tr, 'peak_rss_run_mb'):.0f})"),
         })
     return rows, {"T*": T, "N*": N, "a*": a}
+
+
+def _max(rows, col: str) -> float:  # rows: a DataFrame
+    return rows[col].max() if col in rows and rows[col].notna().any() else math.nan
 
 
 def _sec(x: float) -> str:

@@ -22,13 +22,14 @@ def _run(folder, method, seed, evals, rows):
     d = folder / method / f"seed{seed}"
     d.mkdir(parents=True)
     lines = [{"step": s, "eval_accuracy": a, "time_s": t, "gen_tokens": n} for s, a, t, n in evals]
-    lines += [{"step": s, "n_seqs": q, "peak_rss_mb": r} for s, q, r in rows]
+    lines += [{"step": s, "n_seqs": q, "peak_rss_mb": r[0], **({"peak_rss_run_mb": r[1]} if len(r) > 1 else {})}
+              for s, q, *r in rows]
     (d / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
 
 
 def test_matched_budgets_by_hand(tmp_path):
     # ppo: slow per step, few tokens; grpo: fast, many tokens; sft: no tokens. Base 0.2 everywhere.
-    _run(tmp_path, "ppo", 0, [(0, 0.2, 0, 0), (4, 0.6, 400, 1000)], [(0, 32, 9000), (3, 32, 9500)])
+    _run(tmp_path, "ppo", 0, [(0, 0.2, 0, 0), (4, 0.6, 400, 1000)], [(0, 32, 9000, 2000), (3, 32, 9500, 2600)])
     _run(tmp_path, "grpo", 0, [(0, 0.2, 0, 0), (4, 0.3, 100, 2000), (8, 0.5, 200, 4000)], [(0, 32, 3000)])
     _run(tmp_path, "sft", 0, [(0, 0.2, 0, 0), (4, 0.25, 50, 0)], [(0, 32, 2000)])
     rows, budget = matched_rows(Runs(tmp_path))
@@ -42,7 +43,8 @@ def test_matched_budgets_by_hand(tmp_path):
     assert got["sft"]["accuracy at 1,000 tokens"] == "–" and got["sft"]["s to 0.400"] == "not reached"
     assert got["ppo"]["s to 0.400"] == "200"  # 0.2 -> 0.6 over 400 s: 0.4 at 200 s
     assert got["grpo"]["s to 0.400"] == "150" and got["grpo"]["tokens to 0.400"] == "3,000"  # halfway 0.3 -> 0.5
-    assert got["ppo"]["tokens to 0.400"] == "500" and got["ppo"]["peak RSS (MB)"] == "9500"
+    assert got["ppo"]["tokens to 0.400"] == "500" and got["ppo"]["peak RSS (MB; +run)"] == "9500 (+2600)"
+    assert got["grpo"]["peak RSS (MB; +run)"] == "3000"  # a log without the run's own growth
 
 
 def test_time_rows_by_hand(tmp_path):
