@@ -85,7 +85,9 @@ def why_rows(runs) -> list[dict]:
             "method": m,
             "Δ accuracy": fmt(end.get(m, math.nan) - start.get(m, math.nan), "{:+.3f}"),
             "sampled acc": _arrow(_ends(tr, "accuracy")),
-            "zero-var groups": fmt(_mean(tr, "zero_var_groups")),
+            # a learned critic's baseline needs no group (PPO samples one completion per prompt): no such share
+            "zero-var groups": "–" if "value_loss" in tr and tr["value_loss"].notna().any()
+            else fmt(_mean(tr, "zero_var_groups")),
             "truncated": _arrow(_ends(tr, "truncated_frac")),
             "entropy": _arrow(_ends(tr, "entropy")),
             "KL to ref": fmt(kl, "{:.3f}"),

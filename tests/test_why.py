@@ -24,6 +24,8 @@ def test_columns_by_hand(tmp_path):
     _run(tmp_path, "grpo", rows, [(0, {"eval_accuracy": 0.25}), (6, {"eval_accuracy": 0.5})])
     _run(tmp_path, "sft", [(s, {"entropy": 2.0}) for s in range(6)],
          [(0, {"eval_accuracy": 0.25}), (6, {"eval_accuracy": 0.125, "eval_kl_ref": 1.5})])
+    _run(tmp_path, "ppo", [(s, {"zero_var_groups": 1.0, "value_loss": 0.1}) for s in range(2)],
+         [(0, {"eval_accuracy": 0.25}), (2, {"eval_accuracy": 0.25})])
     gc = {"probe": [{"reward": 1.0}, {"reward": 0.0}, {"reward": 0.0}],
           "methods": {"grpo": {"gc": [[2.0, 2.0], [-1.0, -1.0], [-1.0, -1.0]]},  # Σ|GC| 8: right +4/8, wrong −4/8
                       "sft": {"gc": [[1.0], None, [1.0]]}}}  # a row it does not weight (None) is left out
@@ -35,6 +37,7 @@ def test_columns_by_hand(tmp_path):
     assert g["truncated"] == "0.50 → 0.50" and g["KL to ref"] == "0.040"  # no eval KL: k3 of the last 3 steps,
     # (0.03 + 0.04 + 0.05) / 3
     assert g["GC down"] == "0.30" and g["GC right / wrong"] == "+0.70 / -0.30" and g["probe GC r / w"] == "+0.50 / -0.50"
+    assert got["ppo"]["zero-var groups"] == "–"  # one sample per prompt and a critic: there are no groups
     s = got["sft"]
     assert s["Δ accuracy"] == "-0.125" and s["KL to ref"] == "1.500"  # the evaluation's KL when there is one
     assert s["sampled acc"] == "–" and s["truncated"] == "–" and s["GC right / wrong"] == "–" and s["GC down"] == "–"
