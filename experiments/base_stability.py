@@ -19,6 +19,7 @@ whether the end point sits on a plateau or on a steep slope.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 import time
@@ -129,7 +130,8 @@ def main(argv=None) -> int:
     cfg, task = prepare(from_dict(raw))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    env = write_env(out / f"env_{args.label or 'run'}_t{args.threads}.json")
+    slug = re.sub(r"[^\w.-]+", "_", args.label).strip("_") or "run"  # a file name from "default: 1000 demos, ..."
+    env = write_env(out / f"env_{slug}_t{args.threads}.json")
     csv = out / "curves.csv"
     for variant in args.variants.split(","):
         t0 = time.time()

@@ -17,7 +17,7 @@ def test_variants_are_trained_and_their_spread_summarised(tmp_path):
     row = pd.read_csv(tmp_path / "stability.csv", dtype=str, keep_default_na=False).iloc[0]
     final = curves[curves["step"] == 4].set_index("variant")["eval_accuracy"]
     assert row["spread"] == f"{final.max() - final.min():.3f}" and row["commit"] == curves["commit"].iloc[0]
-    assert (tmp_path / "stability.png").exists()
+    assert (tmp_path / "stability.png").exists() and (tmp_path / "env_tiny_t1.json").exists()
 
 
 def test_an_unknown_study_setup_is_named(capsys):
