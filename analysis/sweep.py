@@ -5,7 +5,7 @@
 Reads only the sweep's files: OUT/sweep.yaml, OUT/<level>/<method>/seed<k>/metrics.jsonl (through analysis.report's
 Runs), .../final_k.json and OUT/<level>/base_final_k.json. Cells still running are reported with what they logged;
 a comparison uses the seeds both of its methods have. Writes OUT/sweep_report/{summary.csv, end_table.csv,
-mechanism.csv, predictors.csv, summary.md, map.png}.
+mechanism.csv, mechanism_table.csv, predictors.csv, summary.md, map.png}.
 
 The claims (DeepSeekMath, Shao et al. 2024, arXiv:2402.03300; the seed chapter's "One Gradient, Many Methods"):
     online RFT > RFT          Fig. 5: data from the live policy beats data from the frozen SFT model
@@ -310,8 +310,34 @@ def end_table(sw: Sweep, claims: pd.DataFrame) -> pd.DataFrame:
         for _, r in sub.iterrows():
             cell = "–" if pd.isna(r["ci_low"]) else f"{r['mean']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]"
             cell = f"**{cell}**" if r["significant"] else cell
-            row[f"{sw.label(r['level'])} (base {r['base_greedy']:.2f})"] = f"{cell} ({r['mde80_5seeds']:.2f})"
+            row[sw.label(r["level"])] = f"{cell} ({r['mde80_5seeds']:.2f})"
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def mechanism_table(sw: Sweep, mech: pd.DataFrame) -> pd.DataFrame:
+    """The map's mechanism, one row per level (results/sweep_5_2/mechanism_table.csv): over all training steps and
+    seeds, GRPO's and GRPO-PS's share of GC mass pushing down, GRPO's zero-variance groups and reward std; and each
+    method's KL to π_ref at the end (the final evaluation's, else the last training window's)."""
+    if not len(mech):
+        return pd.DataFrame()
+    last = mech[mech["step"] == mech["step"].max()].set_index(["level", "method"])
+    methods = [m for m in ("rft", "online_rft", "grpo", "grpo_ps") if m in last.index.get_level_values("method")]
+
+    def get(level, method, col):
+        v = last[col].get((level, method)) if col in last else None
+        return "–" if v is None or pd.isna(v) else f"{v:.2f}"
+
+    rows = []
+    for level in dict.fromkeys(last.index.get_level_values("level")):
+        kl = "eval_kl_ref_end" if "eval_kl_ref_end" in last else "kl_ref"
+        rows.append({"level": sw.label(level),
+                     "GRPO GC down": get(level, "grpo", "gc_neg_mass"),
+                     "GRPO-PS GC down": get(level, "grpo_ps", "gc_neg_mass"),
+                     "GRPO zero-variance groups": get(level, "grpo", "zero_var_frac"),
+                     "GRPO reward std": get(level, "grpo", "reward_std"),
+                     f"KL to π_ref at the end ({' / '.join(methods)})":
+                         " / ".join(get(level, m, kl) for m in methods)})
     return pd.DataFrame(rows)
 
 
@@ -324,6 +350,7 @@ def write(out: Path, figure: Path | None = None, csv: Path | None = None) -> Pat
     claims.to_csv(rep / "summary.csv", index=False, float_format="%.4f")
     end_table(sw, claims).to_csv(rep / "end_table.csv", index=False)
     mech.to_csv(rep / "mechanism.csv", index=False, float_format="%.4f")
+    mechanism_table(sw, mech).to_csv(rep / "mechanism_table.csv", index=False)
     preds.to_csv(rep / "predictors.csv", index=False, float_format="%.4f")
     draw(sw, claims, preds, mech, rep / "map.png")
     (rep / "summary.md").write_text(markdown(sw, claims, mech, preds))

@@ -103,6 +103,8 @@ def test_quick_sweep_layout_and_map(tiny):
     assert sorted(greedy["step"].unique()) == [1, 2] and (greedy["n_seeds"] == 2).all()
     lift = claims[claims["metric"] == "Δmaj − Δpass"]
     assert sorted(lift["K"].unique()) == [2, 4]
+    table = pd.read_csv(rep / "mechanism_table.csv", dtype=str).iloc[0]
+    assert table["GRPO GC down"] != "–" and len(table.iloc[-1].split(" / ")) == 4  # rft / online_rft / grpo / grpo_ps
     mech = pd.read_csv(rep / "mechanism.csv")
     assert (mech.loc[mech["method"] == "rft", "gc_neg_mass"] == 0).all()  # RFT never pushes a sample down
     assert {"zero_var_frac", "kl_ref", "reward_std"} <= set(mech.columns)
