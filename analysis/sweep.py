@@ -1,6 +1,6 @@
 """The map of a DeepSeekMath §5.2 sweep (experiments/sweep_5_2.py): where do the paper's orderings hold?
 
-    python -m analysis.sweep OUT [--figure docs/figures/sweep_5_2.png] [--csv docs/figures/sweep_5_2_summary.csv]
+    python -m analysis.sweep OUT [--figure map.png] [--csv summary.csv]   # also copy the map and the table there
 
 Reads only the sweep's files: OUT/sweep.yaml, OUT/<level>/<method>/seed<k>/metrics.jsonl (through analysis.report's
 Runs), .../final_k.json and OUT/<level>/base_final_k.json. Cells still running are reported with what they logged;
@@ -365,7 +365,7 @@ def write(out: Path, figure: Path | None = None, csv: Path | None = None) -> Pat
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out", help="the output folder of experiments/sweep_5_2.py")
-    p.add_argument("--figure", help="also copy the map (PNG) here, e.g. docs/figures/sweep_5_2.png")
+    p.add_argument("--figure", help="also copy the map (PNG) here")
     p.add_argument("--csv", help="also copy the summary table (CSV) here")
     args = p.parse_args(argv)
     print(f"sweep report: {write(Path(args.out), args.figure, args.csv)}")
