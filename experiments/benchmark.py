@@ -432,6 +432,10 @@ def main(argv=None) -> int:
                 print("--vs-trl needs TRL: pip install -e '.[trl]' (or pip install trl)", file=sys.stderr)
                 return 2
             skipped = "TRL is not installed: pip install -e '.[trl]'"
+    if args.out:  # the environment the numbers were measured in, beside them (results/benchmark/env.json)
+        from gcframe.tracking.env import write_env
+
+        write_env(Path(args.out).resolve().parent / "env.json")
     res = run(args)
     if not args.trl:
         res["config"]["trl_skipped"] = skipped

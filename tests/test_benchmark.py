@@ -32,7 +32,7 @@ def test_smallest_run_writes_every_ratio(tmp_path):
     assert {"critic_forward", "critic_update"} <= set(res["methods"]["small"]["ppo"]["essential_s"])
     assert res["methods"]["small"]["ppo"]["models"]["critic"] > 0
     assert set(pd.read_csv(tmp_path / "steps.csv")["method"]) == {"grpo", "ppo"}  # beside --out
-    assert (tmp_path / "ratios.csv").exists()
+    assert (tmp_path / "ratios.csv").exists() and json.loads((tmp_path / "env.json").read_text())["torch"]
 
 
 def test_vs_trl_reports_what_failed(monkeypatch):
