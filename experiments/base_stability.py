@@ -152,7 +152,8 @@ def main(argv=None) -> int:
 
 
 def summarise(out: Path) -> None:
-    """stability.csv (per setup and thread count: the final held-out accuracy of every variant, its spread) and
+    """stability.csv (per setup and thread count: the final held-out accuracy of every variant, the spread of the
+    float32 ones (rounding), float64 apart) and
     stability.png (held-out accuracy along stage 1, one panel per setup)."""
     import matplotlib
 
@@ -161,15 +162,20 @@ def summarise(out: Path) -> None:
     import seaborn as sns
 
     df = pd.read_csv(out / "curves.csv")
-    last = df.sort_values("step").groupby(["setup", "threads", "variant"]).tail(1)
+    last = df.sort_values("step", kind="stable").groupby(["setup", "threads", "variant"], sort=False).tail(1)
+    order = list(dict.fromkeys(df["setup"]))  # setups in the order they were run, then 1 thread before 2
+    last = last.assign(_o=last["setup"].map(order.index)).sort_values(["_o", "threads"], kind="stable")
     rows = []
     for (setup, threads), g in last.groupby(["setup", "threads"], sort=False):
-        acc = g.set_index("variant")["eval_accuracy"]
+        every = g.set_index("variant")["eval_accuracy"]
+        acc = every.drop("float64", errors="ignore")  # rounding moves float32; float64 is another arithmetic
         rows.append({"setup": setup, "threads": threads, "stage-1 steps": int(g["sft_steps"].iloc[0]),
                      "lr schedule": g["schedule"].iloc[0], "demos": int(g["n_demos"].iloc[0]) if "n_demos" in g
                      and g["n_demos"].notna().all() else "",
-                     "final held-out accuracy by variant": ", ".join(f"{v} {a:.3f}" for v, a in acc.items()),
-                     "min": f"{acc.min():.3f}", "max": f"{acc.max():.3f}", "spread": f"{acc.max() - acc.min():.3f}",
+                     "final held-out accuracy by variant": ", ".join(f"{v} {a:.3f}" for v, a in every.items()),
+                     "float32 min": f"{acc.min():.3f}", "float32 max": f"{acc.max():.3f}",
+                     "float32 spread": f"{acc.max() - acc.min():.3f}",
+                     "float64": f"{every['float64']:.3f}" if "float64" in every else "–",
                      "commit": ", ".join(sorted(set(g["commit"].dropna().astype(str)))) if "commit" in g else ""})
     pd.DataFrame(rows).to_csv(out / "stability.csv", index=False)
     grid = sns.relplot(df.assign(run=df["variant"] + " · " + df["threads"].astype(str) + " thr"), x="step",
