@@ -89,7 +89,9 @@ def from_command(runs: Path, results: Path, keep: list[str]) -> None:
     results.mkdir(parents=True, exist_ok=True)
     found = [f for pattern in keep for f in sorted(runs.glob(pattern)) if f.is_file()]
     if not found:
-        raise UserError(f"{runs} holds none of {', '.join(keep)}: the experiment has not finished (where another process still runs its cells, it collects them when it ends; otherwise run the same command again)")
+        raise UserError(f"{runs} holds none of {', '.join(keep)}: the experiment has not finished (where another "
+                        "process still runs its cells, it collects them when it ends; otherwise run the same command "
+                        "again)")
     for f in found:
         shutil.copy(f, results / f.name)
     env = envinfo.load(runs / "env.json") or next((envinfo.load(p) for p in sorted(runs.glob("env*.json"))), {})
