@@ -28,19 +28,15 @@ from gcframe.tracking import env as envinfo
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = re.compile(r"(<!-- result: (?P<csv>[\w./-]+) -->\n)(?P<body>.*?)(<!-- /result -->)", re.S)
-ENV_KEYS = ("commit", "dirty", "python", "cpu", "threads")  # the processes of one result must agree on these
 
 
 # -- collecting ----------------------------------------------------------------------------------------------------
 def _same_env(envs: list[dict]) -> dict:
     """The environment shared by every part of a result; parts made in different ones are refused, not mixed."""
-    def key(e):
-        return {k: e.get(k) for k in ENV_KEYS} | {"torch": (e.get("torch") or {}).get("version"),
-                                                   "packages": e.get("packages")}
     envs = [e for e in envs if e]
     if not envs:
         return envinfo.collect()
-    differ = [k for k in key(envs[0]) if any(key(e)[k] != key(envs[0])[k] for e in envs)]
+    differ = list(dict.fromkeys(k for e in envs[1:] for k in envinfo.differences(envs[0], e)))
     if differ:
         raise UserError(f"the parts of this result were made in different environments ({', '.join(differ)} "
                         "differ): re-run them in one (delete the older run folders and reproduce again)")
@@ -154,7 +150,7 @@ def check(root: Path = ROOT, results: Path | None = None) -> list[str]:
                 problems.append(f"{path.relative_to(root)}: the table of {m.group('csv')} differs from the CSV "
                                 "(run python -m analysis.results)")
             env = envinfo.load(csv.parent / "env.json")
-            commits[csv.parent.name] = (env.get("commit") or "?")[:7] + ("+dirty" if env.get("dirty") else "")
+            commits[csv.parent.name] = envinfo.short_commit(env, missing="?")
     return problems + provenance(commits)
 
 

@@ -328,9 +328,9 @@ def mechanism_table(sw: Sweep, mech: pd.DataFrame) -> pd.DataFrame:
         v = last[col].get((level, method)) if col in last else None
         return "–" if v is None or pd.isna(v) else f"{v:.2f}"
 
+    kl = "eval_kl_ref_end" if "eval_kl_ref_end" in last else "kl_ref"
     rows = []
     for level in dict.fromkeys(last.index.get_level_values("level")):
-        kl = "eval_kl_ref_end" if "eval_kl_ref_end" in last else "kl_ref"
         rows.append({"level": sw.label(level),
                      "GRPO GC down": get(level, "grpo", "gc_neg_mass"),
                      "GRPO-PS GC down": get(level, "grpo_ps", "gc_neg_mass"),

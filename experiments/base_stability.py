@@ -114,7 +114,7 @@ def main(argv=None) -> int:
 
     from gcframe.config import from_dict, load_yaml, merge
     from gcframe.pipeline import prepare
-    from gcframe.tracking.env import write_env
+    from gcframe.tracking.env import short_commit, write_env
 
     torch.set_num_threads(args.threads)
     raw = load_yaml(args.config)
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     slug = re.sub(r"[^\w.-]+", "_", args.label).strip("_") or "run"  # a file name from "default: 1000 demos, ..."
-    env = write_env(out / f"env_{slug}_t{args.threads}.json")
+    commit = short_commit(write_env(out / f"env_{slug}_t{args.threads}.json"), missing="")
     csv = out / "curves.csv"
     for variant in args.variants.split(","):
         t0 = time.time()
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
         df = pd.DataFrame(rows).assign(setup=args.label, variant=variant, threads=args.threads,
                                        sft_steps=cfg.sft_base.steps, schedule=cfg.sft_base.lr_schedule,
                                        n_demos=len(task.demos), sft_lr=cfg.sft_base.lr,
-                                       commit=(env.get("commit") or "")[:7] + ("+dirty" if env.get("dirty") else ""),
+                                       commit=commit,
                                        train_s=round(time.time() - t0, 1))
         pd.concat([pd.read_csv(csv), df] if csv.exists() else [df]).to_csv(csv, index=False)
         last = rows[-1]

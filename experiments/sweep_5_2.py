@@ -337,9 +337,7 @@ def check_env(out: Path) -> None:
     if not made:
         path.write_text(json.dumps(now, indent=1) + "\n")
         return
-    keys = ("commit", "dirty", "cpu", "python")
-    differ = [k for k in keys if made.get(k) != now.get(k)] + (
-        ["torch"] if (made.get("torch") or {}).get("version") != (now.get("torch") or {}).get("version") else [])
+    differ = envinfo.differences(made, now)
     if differ:
         raise UserError(f"'{out}' was started in another environment ({', '.join(differ)} differ: "
                         f"{envinfo.describe(made)}): continue it there, or give another --out")

@@ -81,15 +81,32 @@ def write_env(path: str | Path, argv: list[str] | None = None) -> dict:
     return env
 
 
+SAME = ("commit", "dirty", "python", "cpu", "threads")  # runs whose numbers are put side by side agree on these
+
+
+def differences(a: dict, b: dict) -> list[str]:
+    """What two environments differ in, of what must be equal for their runs to share one result: SAME, the torch
+    version and the library versions."""
+    def key(e):
+        return {k: e.get(k) for k in SAME} | {"torch": (e.get("torch") or {}).get("version"),
+                                               "packages": e.get("packages")}
+    ka, kb = key(a), key(b)
+    return [k for k in ka if ka[k] != kb[k]]
+
+
+def short_commit(env: dict, missing: str = "no git") -> str:
+    """The commit as a person reads it: 7 characters, '+dirty' for a tree with uncommitted changes."""
+    return (env.get("commit") or missing)[:7] + ("+dirty" if env.get("dirty") else "")
+
+
 def describe(env: dict) -> str:
     """One line: torch and transformers versions, CPU capability, threads, CPU or GPU, commit (+ dirty)."""
     if not env:
         return "environment not recorded"
     t = env.get("torch", {})
-    commit = (env.get("commit") or "no git")[:7] + ("+dirty" if env.get("dirty") else "")
     return (f"torch {t.get('version')} ({t.get('cpu_capability')}), transformers "
             f"{env.get('packages', {}).get('transformers')}, Python {env.get('python')}, {env.get('device')}: "
-            f"{env.get('cpu')}, {env.get('threads')} thread(s), commit {commit}")
+            f"{env.get('cpu')}, {env.get('threads')} thread(s), commit {short_commit(env)}")
 
 
 def load(path: str | Path) -> dict:
