@@ -328,7 +328,7 @@ def fig_gc_view(runs: Runs, path: Path, shared_scale: bool = True) -> Path | Non
         ax.axis("off")
     scale = (f"one colour scale for all panels, ±{max(scales.values()):.2g}" if shared_scale
              else "each panel its own colour scale")
-    title = ("GC per token on one probe set at the SFT base (red > 0 raises log π, blue < 0 lowers it; "
+    title = ("GC per token on one probe set at the base model (step 0) (red > 0 raises log π, blue < 0 lowers it; "
              f"• = <eos>; blank: not in the method's data; {scale})")
     fig.suptitle(textwrap.fill(title, max(40, int(fig_w * 14))), fontsize=9)  # wrapped to the figure: never clipped
     fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.15)  # row labels and colour-bar ticks kept whole
