@@ -60,14 +60,18 @@ def _mean(df: pd.DataFrame, col: str, fmt: str = "{:.3f}") -> str:
 def summary_rows(runs: Runs) -> list[dict]:
     k = runs.k
     fin, train = runs.final_eval(), runs.train
+
+    def sampled(df: pd.DataFrame, kl: str) -> dict:
+        """The columns of the sampled evaluation (k samples per problem); none when the runs drew none (eval_k 0)."""
+        return {f"maj@{k}": _mean(df, "eval_majk"), f"pass@{k}": _mean(df, "eval_passk"),
+                "pass@1": _mean(df, "eval_pass1"), "KL to ref": kl} if k else {}
+
     last = train.sort_values("step").groupby(["method", "seed"]).tail(1) if len(train) else train
     out = []
     start = runs.start_eval()
     if len(start):
         out.append({"method": f"{runs.base_label} (step 0)", "seeds": "–",  # greedy: the same for every seed
-                    "accuracy": _mean(start, "eval_accuracy"),
-                    f"maj@{k}": _mean(start, "eval_majk"), f"pass@{k}": _mean(start, "eval_passk"),
-                    "pass@1": _mean(start, "eval_pass1"), "KL to ref": "0", "train time (s)": "–",
+                    "accuracy": _mean(start, "eval_accuracy"), **sampled(start, "0"), "train time (s)": "–",
                     "peak RSS (MB; +run)": "–", "generated tokens": "–"})
     for m in runs.methods:
         f, t = fin[fin["method"] == m], last[last["method"] == m] if len(last) else last
@@ -81,8 +85,7 @@ def summary_rows(runs: Runs) -> list[dict]:
         ends = ", ".join(str(int(s)) for s in sorted(steps))  # runs still going end at different steps
         out.append({"method": m + ("" if len(steps) <= 1 else f" (steps {ends})"), "seeds": str(len(f)),
                     "accuracy": mean_ci(f["eval_accuracy"].tolist()),
-                    f"maj@{k}": _mean(f, "eval_majk"), f"pass@{k}": _mean(f, "eval_passk"),
-                    "pass@1": _mean(f, "eval_pass1"), "KL to ref": _mean(f, "eval_kl_ref", "{:.4f}"),
+                    **sampled(f, _mean(f, "eval_kl_ref", "{:.4f}")),
                     "train time (s)": _mean(t, "time_s", "{:.0f}"),
                     "peak RSS (MB; +run)": (f"{peak.max():.0f}" if len(peak) else "–")
                     + (f" (+{own.max():.0f})" if own.notna().any() else ""),
@@ -96,8 +99,8 @@ def summary_rows(runs: Runs) -> list[dict]:
 def delta_rows(runs: Runs) -> list[dict]:
     """Change of every held-out metric from the SFT base (step 0) to the end, per method (mean over seeds)."""
     start, fin, k = runs.start_eval(), runs.final_eval(), runs.k
-    cols = {"eval_accuracy": "Δ greedy", "eval_pass1": "Δ pass@1", "eval_majk": f"Δ maj@{k}",
-            "eval_passk": f"Δ pass@{k}"}
+    cols = {"eval_accuracy": "Δ greedy"} | ({"eval_pass1": "Δ pass@1", "eval_majk": f"Δ maj@{k}",
+                                             "eval_passk": f"Δ pass@{k}"} if k else {})  # eval_k 0: greedy only
     out = []
     for m in runs.methods:
         s, f = start[start["method"] == m], fin[fin["method"] == m]
@@ -393,16 +396,19 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
     md = [f"# Head to head: {runs.out.name}\n",
           f"Environment: {envinfo.describe(envinfo.load(runs.out / 'env.json'))}\n",
           f"Runs: {runs.n_runs} ({', '.join(runs.methods)}). Held-out metrics at the end of training: "
-          f"greedy accuracy with its 95% t-interval over seeds; pass@1, maj@{k} and pass@{k} from {k} samples per "
-          "problem; KL to π_ref is the per-token k3 mean over the policy's own held-out samples. Train time "
+          "greedy accuracy with its 95% t-interval over seeds; "
+          + (f"pass@1, maj@{k} and pass@{k} from {k} samples per problem; KL to π_ref is the per-token k3 mean "
+             "over the policy's own held-out samples. " if k else "no sampled evaluation (train.eval_k 0). ")
+          + "Train time "
           "excludes evaluation; generated tokens count only tokens the run sampled itself. Peak RSS is the "
           "process's during the run, and in brackets the run's own growth above what the process held when it "
           "started (its models, optimiser state, and the activations of training and evaluation).\n",
           markdown_table(summary_rows(runs)),
           f"\n## Change from the {runs.base_label}\n",
-          f"DeepSeekMath §5.2.2 (Fig. 7) finds that RL raises maj@K but not pass@K: it makes the output "
-          f"distribution more robust rather than adding capability. Compare the Δ maj@{k} and Δ pass@{k} "
-          "columns (mean over seeds, end of training minus step 0).\n",
+          (f"DeepSeekMath §5.2.2 (Fig. 7) finds that RL raises maj@K but not pass@K: it makes the output "
+           f"distribution more robust rather than adding capability. Compare the Δ maj@{k} and Δ pass@{k} "
+           "columns (mean over seeds, end of training minus step 0).\n" if k
+           else "Greedy accuracy, mean over seeds, end of training minus step 0.\n"),
           markdown_table(delta_rows(runs))]
     findings = finding_rows(runs)
     if findings:

@@ -243,3 +243,16 @@ def test_gc_view_shares_one_colour_scale_by_default():
     methods = {"ppo": {"gc": [[2.0, -1.5], None]}, "grpo": {"gc": [[0.7, -0.7]]}, "none": {"gc": [None]}}
     assert gc_scales(methods) == {"ppo": 2.0, "grpo": 2.0, "none": 2.0}  # max |GC| over every panel: |2.0|
     assert gc_scales(methods, shared=False) == {"ppo": 2.0, "grpo": 0.7, "none": 1.0}  # own max; empty -> 1
+
+
+def test_greedy_only_runs_have_no_sampled_columns(tmp_path):
+    # train.eval_k 0: no samples were drawn at evaluation, so no "maj@0 | pass@0" columns of dashes
+    for seed in (0, 1):
+        d = tmp_path / "grpo" / f"seed{seed}"
+        d.mkdir(parents=True)
+        rows = [_eval_row(0, 0.4, sampled=False), _train_row(0, 0.4), _eval_row(1, 0.5, sampled=False)]
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (d / "config.yaml").write_text(yaml.safe_dump({"method": "grpo", "seed": seed, "train": {"eval_k": 0}}))
+    md = write_report(tmp_path).read_text()
+    assert "| method | seeds | accuracy | train time (s) |" in md
+    assert "maj@0" not in md and "pass@0" not in md
