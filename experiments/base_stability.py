@@ -141,7 +141,7 @@ def main(argv=None) -> int:
                                        n_demos=len(task.demos), sft_lr=cfg.sft_base.lr,
                                        commit=commit,
                                        train_s=round(time.time() - t0, 1))
-        pd.concat([pd.read_csv(csv), df] if csv.exists() else [df]).to_csv(csv, index=False)
+        pd.concat([read_curves(csv), df] if csv.exists() else [df]).to_csv(csv, index=False)
         last = rows[-1]
         print(f"{args.label} {variant} threads={args.threads}: held-out accuracy {last['eval_accuracy']:.3f} "
               f"after {last['step']} steps ({time.time() - t0:.0f} s); curve "
@@ -149,6 +149,13 @@ def main(argv=None) -> int:
     summarise(out)
     print(f"curves in {csv}; summary in {out / 'stability.csv'}, figure {out / 'stability.png'}")
     return 0
+
+
+def read_curves(csv: Path):
+    """curves.csv with its commit column as text: a short hash such as 109e306 would otherwise parse as 1.09e308."""
+    import pandas as pd
+
+    return pd.read_csv(csv, dtype={"commit": str})
 
 
 def summarise(out: Path) -> None:
@@ -161,7 +168,7 @@ def summarise(out: Path) -> None:
     import pandas as pd
     import seaborn as sns
 
-    df = pd.read_csv(out / "curves.csv")
+    df = read_curves(out / "curves.csv")
     last = df.sort_values("step", kind="stable").groupby(["setup", "threads", "variant"], sort=False).tail(1)
     order = list(dict.fromkeys(df["setup"]))  # setups in the order they were run, then 1 thread before 2
     last = last.assign(_o=last["setup"].map(order.index)).sort_values(["_o", "threads"], kind="stable")

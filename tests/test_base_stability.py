@@ -11,7 +11,7 @@ def test_variants_are_trained_and_their_spread_summarised(tmp_path):
                               "--variants", "ref,perturb-1", "--set", "task.n_demos=64",
                               "--set", "train.eval_size=16"])
     assert rc == 0
-    curves = pd.read_csv(tmp_path / "curves.csv", keep_default_na=False)  # commit: "" outside a git checkout
+    curves = pd.read_csv(tmp_path / "curves.csv", dtype={"commit": str}, keep_default_na=False)  # "" outside git
     assert sorted(curves["step"].unique()) == [0, 2, 4] and set(curves["variant"]) == {"ref", "perturb-1"}
     assert curves["commit"].nunique() == 1
     row = pd.read_csv(tmp_path / "stability.csv", dtype=str, keep_default_na=False).iloc[0]
