@@ -96,8 +96,24 @@ def summary_rows(runs: Runs) -> list[dict]:
     return out
 
 
+def late_gain(ev: pd.DataFrame, frac: float = 2 / 3) -> tuple[list[float], int, int]:
+    """Per seed, greedy accuracy at the end minus at the last evaluation at or before `frac` of the run's steps: how
+    much the curve still rose over its last third -> (gains, from step, to step). Paired by seed (same prompts, same
+    held-out problems), so the interval over seeds says whether a curve has flattened."""
+    gains, first, last = [], None, None
+    for _, run in ev.sort_values("step").groupby("seed"):
+        end = run["step"].iloc[-1]
+        before = run[(run["step"] <= frac * end) & (run["step"] > 0)]
+        if end == 0 or before.empty:
+            continue
+        gains.append(float(run["eval_accuracy"].iloc[-1] - before["eval_accuracy"].iloc[-1]))
+        first, last = int(before["step"].iloc[-1]), int(end)
+    return gains, first, last
+
+
 def delta_rows(runs: Runs) -> list[dict]:
-    """Change of every held-out metric from the SFT base (step 0) to the end, per method (mean over seeds)."""
+    """Change of every held-out metric from the SFT base (step 0) to the end, per method (mean over seeds), and the
+    greedy gain over the run's last third (`late_gain`)."""
     start, fin, k = runs.start_eval(), runs.final_eval(), runs.k
     cols = {"eval_accuracy": "Δ greedy"} | ({"eval_pass1": "Δ pass@1", "eval_majk": f"Δ maj@{k}",
                                              "eval_passk": f"Δ pass@{k}"} if k else {})  # eval_k 0: greedy only
@@ -108,6 +124,8 @@ def delta_rows(runs: Runs) -> list[dict]:
         for col, name in cols.items():
             ok = col in s and col in f and s[col].notna().any() and f[col].notna().any()
             row[name] = f"{f[col].mean() - s[col].mean():+.3f}" if ok else "–"
+        gains, a, b = late_gain(runs.eval[runs.eval["method"] == m])
+        row["Δ greedy, last third"] = f"{mean_ci(gains, signed=True)} (steps {a}→{b})" if gains else "–"
         out.append(row)
     return out
 
@@ -408,7 +426,9 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
           (f"DeepSeekMath §5.2.2 (Fig. 7) finds that RL raises maj@K but not pass@K: it makes the output "
            f"distribution more robust rather than adding capability. Compare the Δ maj@{k} and Δ pass@{k} "
            "columns (mean over seeds, end of training minus step 0).\n" if k
-           else "Greedy accuracy, mean over seeds, end of training minus step 0.\n"),
+           else "Greedy accuracy, mean over seeds, end of training minus step 0.\n")
+          + "The last column is what greedy accuracy still gained over the last third of the steps, paired by seed "
+          "(± its 95% t-interval): a curve has flattened when that is near 0.\n",
           markdown_table(delta_rows(runs))]
     findings = finding_rows(runs)
     if findings:

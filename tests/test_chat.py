@@ -333,6 +333,13 @@ def test_a_variant_overrides_train_options_for_itself_alone():
     assert name == "grpo" and run.seed == 1 and (run.train.group_size, run.train.prompts_per_step) == (16, 2)
     assert run.methods["grpo"] == {"beta": 0.04, "clip_eps": 0.1} and run.train.lr == cfg.train.lr
     assert (cfg.train.group_size, run_config(cfg, "grpo", 1)[1].train.group_size) == (8, 8)  # others keep theirs
+    # a method's own train options (a per-method lr) reach it and its variants, under the variant's own
+    cfg.methods["grpo"] = {"beta": 0.04, "train": {"lr": 5e-4, "group_size": 4}}
+    name, run = run_config(cfg, "grpo", 0)
+    assert run.methods["grpo"] == {"beta": 0.04} and (run.train.lr, run.train.group_size) == (5e-4, 4)
+    run = run_config(cfg, "grpo@g16", 0)[1]
+    assert (run.train.lr, run.train.group_size, run.methods["grpo"]["clip_eps"]) == (5e-4, 16, 0.1)
+    assert run_config(cfg, "rloo", 0)[1].train.lr == cfg.train.lr
     cfg.methods["grpo@bad"] = {"train": {"group_sise": 4}}
     with pytest.raises(UserError, match=r"unknown option\(s\) group_sise in section 'methods.grpo@bad.train'"):
         run_config(cfg, "grpo@bad", 0)

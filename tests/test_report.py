@@ -95,10 +95,27 @@ def test_report_table_and_figures(out):
     assert "| SFT base (step 0) | – | 0.400 | 0.420 | 0.800 | 0.350 | 0 |" in md  # the runs' step-0 rows
     # Δ maj@k of grpo: end (0.6 + .02) − start (0.4 + .02) = +0.200
     assert any(ln.startswith("| grpo | +0.200 |") for ln in lines)
+    # last third of grpo's 10 steps: the last evaluation at or before 6.67 is step 5, at (0.4 + final) / 2; per seed
+    # end − step 5 = 0.5 − 0.45 = 0.05 and 0.7 − 0.55 = 0.15: mean 0.100, sd 0.0707, 12.706 · 0.0707 / √2 = 0.635
+    assert any(ln.startswith("| grpo |") and ln.endswith("| +0.100 ± 0.635 (steps 5→10) |") for ln in lines)
     for name in ("learning_curves", "reward_vs_kl", "cost", "gc_view", "overoptimisation"):
         png = out / "report" / f"{name}.png"
         assert png.is_file() and 0 < png.stat().st_size < 300_000, name
         assert f"]({name}.png)" in md
+
+
+def test_late_gain_tells_a_flat_curve_from_a_rising_one():
+    from analysis.report import late_gain
+
+    def curve(seed, accs, every=4):  # evaluations at steps 0, 4, 8, ...
+        return [{"seed": seed, "step": every * i, "eval_accuracy": a} for i, a in enumerate(accs)]
+
+    rising = pd.DataFrame(curve(0, [.2, .3, .4, .5, .6, .7, .8]) + curve(1, [.2, .3, .4, .5, .6, .7, .9]))
+    flat = pd.DataFrame(curve(0, [.2, .5, .6, .6, .6, .6, .6]) + curve(1, [.2, .6, .6, .6, .6, .6, .6]))
+    # 24 steps: 2/3 of them is step 16 (the fifth evaluation): 0.8 − 0.6 and 0.9 − 0.6; 0.6 − 0.6 twice
+    assert late_gain(rising) == (pytest.approx([0.2, 0.3]), 16, 24)
+    assert late_gain(flat) == (pytest.approx([0.0, 0.0]), 16, 24)
+    assert late_gain(pd.DataFrame(curve(0, [.2, .4], every=10))) == ([], None, None)  # no evaluation before the end
 
 
 def test_report_without_reward_model_runs_or_gc_view(out):
