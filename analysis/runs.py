@@ -48,7 +48,7 @@ class Runs:
         order = list(dict.fromkeys(self.summary["method"])) if "method" in self.summary else []
         self.methods = [m for m in order if m in set(df["method"])] + sorted(set(df["method"]) - set(order))
         self.n_runs = df.groupby(["method", "seed"]).ngroups
-        self.palette = dict(zip(self.methods, sns.color_palette("tab10", max(len(self.methods), 1))))
+        self.palette = palette(self.methods)
         gc_file = self.out / "gc_view.json"
         self.gc = json.loads(gc_file.read_text()) if gc_file.exists() else None
         self.notes: list[str] = []  # what a figure leaves out and why (drawn in the figure, listed in summary.md)
@@ -77,6 +77,14 @@ class Runs:
     def reward_source(self, method: str, seed: int) -> str:
         return ((self.configs.get((method, seed)) or {}).get("train") or {}).get("reward", "verifier")
 
+
+
+def palette(methods: list[str]) -> dict:
+    """A distinct colour per method: tab10 up to 10, tab20 up to 20 (a sweep's variants), then evenly spaced hues
+    (tab10 itself repeats from the 11th on)."""
+    n = max(len(methods), 1)
+    name = "tab10" if n <= 10 else "tab20" if n <= 20 else "husl"
+    return dict(zip(methods, sns.color_palette(name, n)))
 
 
 def markdown_table(rows: list[dict]) -> str:

@@ -47,6 +47,8 @@ class Recipe:
     """compare: the config file (experiments/configs/...)."""
     seeds: list = field(default_factory=lambda: [0])
     """compare: the seeds of the committed result."""
+    args: list = field(default_factory=list)
+    """compare: further compare.py arguments (e.g. the --methods of a sweep)."""
     command: list = field(default_factory=list)
     """command: the script and its arguments; OUT is replaced by the run folder."""
     quick: list = field(default_factory=lambda: ["--quick"])
@@ -62,6 +64,11 @@ RECIPES = {
                                "overoptimisation.yaml", [0, 1]),
     "smollm2": Recipe("all eight methods on SmolLM2-135M-Instruct (LoRA), 3 seeds", "compare", "smollm2_all.yaml",
                       [0, 1, 2], quick=["--quick", "--methods", "sft,grpo"]),
+    "smollm2_lr": Recipe("the one-seed learning-rate sweep behind smollm2_all.yaml's per-method rates", "compare",
+                         "smollm2_all.yaml", [0],
+                         args=["--methods", "ppo@lr5e-4,rft@lr5e-4,dpo@lr5e-4,dpo@lr1e-3,sft@lr5e-4,sft@lr1e-3,"
+                               "online_rft@lr5e-4,online_rft@lr1e-3,grpo@lr5e-4,grpo@lr1e-3,rloo@lr5e-4,rloo@lr1e-3"],
+                         quick=["--quick", "--methods", "sft@lr5e-4,grpo@lr5e-4"]),
     "smollm2_trade": Recipe("the seed's trade on SmolLM2: PPO's critic against GRPO at G = 4, 8, 16, equal train time",
                             "compare", "smollm2_trade.yaml", [0, 1],
                             quick=["--quick", "--methods", "ppo@g1,grpo@g4"]),
@@ -143,7 +150,8 @@ def compare_cells(recipe: Recipe, seeds: list[int], out: Path, quick: bool) -> N
         try:
             if not (out / "config.yaml").exists():
                 run(["experiments/compare.py", "--config", str(CONFIGS / recipe.config),
-                     "--seeds", ",".join(map(str, seeds)), "--out", str(out), *(recipe.quick if quick else [])])
+                     "--seeds", ",".join(map(str, seeds)), "--out", str(out), *recipe.args,
+                     *(recipe.quick if quick else [])])
                 return
         finally:
             claims.release(start)
@@ -182,8 +190,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.list:
         for name, r in RECIPES.items():
-            what = f"compare.py --config experiments/configs/{r.config}, seeds {r.seeds}" if r.kind == "compare" \
-                else " ".join(r.command)
+            what = " ".join(r.command)
+            if r.kind == "compare":
+                what = " ".join([f"compare.py --config experiments/configs/{r.config}", *r.args]) + f", seeds {r.seeds}"
             print(f"{name:<17} {r.doc}\n{'':<17} {what}")
         return 0
     names = chosen(args)

@@ -118,6 +118,14 @@ def test_late_gain_tells_a_flat_curve_from_a_rising_one():
     assert late_gain(pd.DataFrame(curve(0, [.2, .4], every=10))) == ([], None, None)  # no evaluation before the end
 
 
+def test_every_method_of_a_sweep_gets_its_own_colour():
+    from analysis.runs import palette
+
+    for n in (3, 12, 25):  # tab10 alone would give the 11th and 12th labels the 1st's and 2nd's colours
+        colours = palette([f"grpo@lr{i}" for i in range(n)])
+        assert len(set(colours.values())) == n
+
+
 def test_report_without_reward_model_runs_or_gc_view(out):
     shutil.rmtree(out / "grpo@beta0")
     (out / "gc_view.json").unlink()
