@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from analysis import results
 from gcframe.errors import UserError
@@ -89,6 +90,12 @@ def test_a_compare_result_is_started_once_and_joined_by_resume(tmp_path, monkeyp
     reproduce.compare_cells(recipe, [0, 1, 2], out, quick=False)
     assert calls[-1][0] == "experiments/compare.py" and calls[-1][-4:] == ["--seeds", "0,1,2", "--out", str(out)]
     assert not out.with_name("default.start.claim").exists()  # released once compare.py returned
+    sweep = reproduce.RECIPES["smollm2_lr"]  # a recipe's own compare.py arguments (a sweep's --methods) are passed
+    reproduce.compare_cells(sweep, [0], tmp_path / "smollm2_lr", quick=False)
+    assert calls.pop()[-6:] == ["--seeds", "0", "--out", str(tmp_path / "smollm2_lr"), *sweep.args]
+    labels = sweep.args[1].split(",")
+    assert sweep.args[0] == "--methods" and set(labels) <= set(yaml.safe_load(
+        (ROOT / "experiments" / "configs" / sweep.config).read_text())["methods"])  # each variant has its options
 
     out.mkdir()
     (out / "config.yaml").write_text("run: {}\n")
