@@ -113,7 +113,7 @@ def late_gain(ev: pd.DataFrame, frac: float = 2 / 3) -> tuple[list[float], int, 
 
 def delta_rows(runs: Runs) -> list[dict]:
     """Change of every held-out metric from the SFT base (step 0) to the end, per method (mean over seeds), and the
-    greedy gain over the run's last third (`late_gain`)."""
+    greedy gain late in the run (`late_gain`)."""
     start, fin, k = runs.start_eval(), runs.final_eval(), runs.k
     cols = {"eval_accuracy": "Δ greedy"} | ({"eval_pass1": "Δ pass@1", "eval_majk": f"Δ maj@{k}",
                                              "eval_passk": f"Δ pass@{k}"} if k else {})  # eval_k 0: greedy only
@@ -125,7 +125,7 @@ def delta_rows(runs: Runs) -> list[dict]:
             ok = col in s and col in f and s[col].notna().any() and f[col].notna().any()
             row[name] = f"{f[col].mean() - s[col].mean():+.3f}" if ok else "–"
         gains, a, b = late_gain(runs.eval[runs.eval["method"] == m])
-        row["Δ greedy, last third"] = f"{mean_ci(gains, signed=True)} (steps {a}→{b})" if gains else "–"
+        row["Δ greedy, late"] = f"{mean_ci(gains, signed=True)} (steps {a}→{b})" if gains else "–"
         out.append(row)
     return out
 
@@ -427,8 +427,9 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
            f"distribution more robust rather than adding capability. Compare the Δ maj@{k} and Δ pass@{k} "
            "columns (mean over seeds, end of training minus step 0).\n" if k
            else "Greedy accuracy, mean over seeds, end of training minus step 0.\n")
-          + "The last column is what greedy accuracy still gained over the last third of the steps, paired by seed "
-          "(± its 95% t-interval): a curve has flattened when that is near 0.\n",
+          + "Δ greedy, late: what greedy accuracy still gained from the last evaluation at or before two thirds of "
+          "the steps to the end (the steps in brackets), paired by seed, ± its 95% t-interval: a curve has "
+          "flattened when that is near 0.\n",
           markdown_table(delta_rows(runs))]
     findings = finding_rows(runs)
     if findings:

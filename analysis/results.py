@@ -45,9 +45,10 @@ def _same_env(envs: list[dict]) -> dict:
 
 def from_compare(runs: Path, results: Path) -> None:
     """results/<name>/ from a finished compare.py folder: summary.csv (a row per method and seed), table.csv (the
-    report's table), why.csv (what the logs show), matched.csv (equal compute), time.csv (where the time goes),
-    findings.csv (§5.2 paired differences), curves.png, gc_view.png, config.yaml, env.json. The processes that ran
-    its cells (env.json, env.resume*.json) must share one environment."""
+    report's table), change.csv (the change from step 0, and late in the run), why.csv (what the
+    logs show), matched.csv (equal compute), time.csv (where the time goes), findings.csv (§5.2 paired
+    differences), curves.png, gc_view.png, config.yaml, env.json. The processes that ran its cells (env.json,
+    env.resume*.json) must share one environment."""
     from analysis import report
     from analysis.matched import matched_rows, time_rows
     from analysis.why import why_rows
@@ -60,6 +61,7 @@ def from_compare(runs: Path, results: Path) -> None:
     summary = pd.read_csv(runs / "summary.csv")
     summary.to_csv(results / "summary.csv", index=False, float_format="%.4f")
     pd.DataFrame(report.summary_rows(tables)).to_csv(results / "table.csv", index=False)
+    pd.DataFrame(report.delta_rows(tables)).to_csv(results / "change.csv", index=False)
     pd.DataFrame(why_rows(tables)).to_csv(results / "why.csv", index=False)
     pd.DataFrame(matched_rows(tables)[0]).to_csv(results / "matched.csv", index=False)
     pd.DataFrame(time_rows(tables)).to_csv(results / "time.csv", index=False)

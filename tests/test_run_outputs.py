@@ -42,7 +42,8 @@ def test_a_compare_folder_becomes_a_result_folder(full_run, tmp_path):
     out, _ = full_run
     results.from_compare(out, tmp_path / "res")
     got = sorted(p.name for p in (tmp_path / "res").iterdir())
-    assert {"summary.csv", "table.csv", "why.csv", "matched.csv", "time.csv", "config.yaml", "env.json", "curves.png"} <= set(got), got
+    assert {"summary.csv", "table.csv", "change.csv", "why.csv", "matched.csv", "time.csv", "config.yaml", "env.json",
+            "curves.png"} <= set(got), got
     summary = pd.read_csv(tmp_path / "res" / "summary.csv")
     assert summary[["method", "seed"]].values.tolist() == [["grpo", 0]]
     assert json.loads((tmp_path / "res" / "env.json").read_text())["command"]  # the command that made the runs
