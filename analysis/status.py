@@ -21,12 +21,11 @@ from gcframe.tracking.log import read_jsonl
 
 
 def _steps(raw: dict, label: str) -> int:
-    """The label's train.steps: its variant's `train:` over its method's over the train section (compare.run_config)."""
-    methods = raw.get("methods") or {}
-    steps = (raw.get("train") or {}).get("steps", 0)
-    for key in dict.fromkeys((label.split("@", 1)[0], label)):
-        steps = ((methods.get(key) or {}).get("train") or {}).get("steps", steps)
-    return int(steps)
+    """The label's train.steps, as compare.py's run_config resolves it (a `train:` among its options wins)."""
+    from gcframe.config import label_options
+
+    train = label_options(raw.get("methods") or {}, label)[2]
+    return int(train.get("steps", (raw.get("train") or {}).get("steps", 0)))
 
 
 def cells(out: Path) -> list[dict]:

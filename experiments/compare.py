@@ -147,18 +147,11 @@ def run_config(cfg, label: str, seed: int):
     """(method name, RunConfig) of one run: `name@variant` runs `name` with methods[label] over methods[name]. A
     `train:` mapping among a method's or a variant's options overrides the train section for that label alone (a
     per-method lr, a variant's group_size); a variant's overrides its method's."""
-    from gcframe.config import _section
+    from gcframe.config import _section, label_options
 
-    name = label.split("@", 1)[0]
+    name, opts, train = label_options(cfg.methods, label)
     run_cfg = copy.deepcopy(cfg)
     run_cfg.seed = seed
-    opts, train = {}, {}
-    for key in dict.fromkeys((name, label)):  # the method's options, then the variant's over them
-        given = dict(cfg.methods.get(key, {}))
-        more = given.pop("train", None) or {}
-        if not isinstance(more, dict):
-            raise UserError(f"methods.{key}.train must be a mapping of train options, got {more!r}")
-        opts, train = {**opts, **given}, {**train, **more}
     run_cfg.methods[name] = opts
     if train:
         run_cfg.train = _section(type(cfg.train), {**dataclasses.asdict(cfg.train), **train}, f"methods.{label}.train")

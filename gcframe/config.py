@@ -346,3 +346,18 @@ def merge(base: dict, override: dict) -> dict:
     for k, v in override.items():
         out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
+
+
+def label_options(methods: dict, label: str) -> tuple[str, dict, dict]:
+    """(method name, its options, its train overrides) of a run label from a config's `methods:` section: `name` or
+    `name@variant`, the variant's options over the method's, and a `train:` mapping among them (a per-method lr, a
+    variant's group_size) split off, the variant's over the method's."""
+    name = label.split("@", 1)[0]
+    opts, train = {}, {}
+    for key in dict.fromkeys((name, label)):
+        given = dict(methods.get(key) or {})
+        more = given.pop("train", None) or {}
+        if not isinstance(more, dict):
+            raise UserError(f"methods.{key}.train must be a mapping of train options, got {more!r}")
+        opts, train = {**opts, **given}, {**train, **more}
+    return name, opts, train

@@ -39,10 +39,18 @@ def prepare_policy(model, gradient_checkpointing: bool = False, lora_rank: int =
         except ImportError:
             raise UserError("model.lora_rank > 0 needs the peft package: pip install peft") from None
         cfg = LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0, target_modules="all-linear")
-        with warnings.catch_warnings():  # peft asks transformers' deprecated is_gradient_checkpointing
-            warnings.simplefilter("ignore", FutureWarning)
+        with quiet_peft():
             model = get_peft_model(model, cfg)  # base weights frozen, adapters trainable
     return model
+
+
+@contextlib.contextmanager
+def quiet_peft():
+    """Around peft's model wrapping: it asks transformers' deprecated is_gradient_checkpointing (a FutureWarning
+    that says nothing to the user)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
 
 
 class AdapterDisabled(nn.Module):

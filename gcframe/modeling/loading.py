@@ -103,11 +103,10 @@ def merged_folder(adapter_dir: str | Path) -> Path:
     except ImportError:
         raise UserError(f"'{adapter_dir}' is a LoRA adapter, which needs peft to merge: pip install -e '.[real]' "
                         "(or pip install peft)") from None
-    import warnings
+    from gcframe.modeling.adapters import quiet_peft
 
     base_model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
-    with warnings.catch_warnings():  # peft asks transformers' deprecated is_gradient_checkpointing
-        warnings.simplefilter("ignore", FutureWarning)
+    with quiet_peft():
         model = PeftModel.from_pretrained(base_model, str(src)).merge_and_unload()
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     save_model_and_tokenizer(model, AutoTokenizer.from_pretrained(src), tmp)
