@@ -46,6 +46,7 @@ QUICK = {  # a smoke configuration: tiny SFT base, few steps, small batches
     "train": {"steps": 8, "prompts_per_step": 8, "group_size": 4, "eval_every": 0, "eval_size": 100,
               "sample_every": 4},
 }
+QUICK_FORCED = {"steps", "eval_every", "eval_size", "sample_every"}  # --quick's, even over a variant's own
 QUICK_PRETRAINED_EVAL_SIZE = 32  # --quick on a pretrained model: a real model's evaluation takes minutes per 100
 
 
@@ -97,17 +98,18 @@ def build_config(args):
     if args.seeds is None and run.get("seeds") is not None:
         seeds = run["seeds"] if isinstance(run["seeds"], list) else [run["seeds"]]
         args.seeds = ",".join(str(s) for s in seeds)
+    forced = set()  # train options that --quick or a flag sets for every run, over a method's own `train:`
     if args.quick:  # the task's sizes only where the config left them unset (a user's own data keeps its own)
         quick = {**QUICK, "task": {k: v for k, v in QUICK["task"].items() if k not in (raw.get("task") or {})}}
         if args.model or (raw.get("model") or {}).get("path"):  # a pretrained model: evaluation kept proportionate
             quick = merge(quick, {"train": {"eval_size": QUICK_PRETRAINED_EVAL_SIZE}})
         raw = merge(raw, quick)
-    if args.steps is not None:
-        raw = merge(raw, {"train": {"steps": args.steps}})
-    if args.eval_size is not None:
-        raw = merge(raw, {"train": {"eval_size": args.eval_size}})
-    if args.eval_every is not None:
-        raw = merge(raw, {"train": {"eval_every": args.eval_every}})
+        forced |= QUICK_FORCED  # a variant's 136 steps would make the smoke run a full one; its group size stays
+    for flag in ("steps", "eval_size", "eval_every"):
+        if getattr(args, flag) is not None:
+            raw = merge(raw, {"train": {flag: getattr(args, flag)}})
+            forced.add(flag)
+    raw = without_label_train(raw, forced)
     if args.model:
         raw = merge(raw, {"model": {"path": args.model}})
     if args.report_to is not None:
@@ -118,6 +120,20 @@ def build_config(args):
     except ValueError:
         raise UserError(f"--seeds must be comma-separated integers like 0,1,2, got '{args.seeds}'") from None
     return cfg, seeds
+
+
+def without_label_train(raw: dict, keys: set) -> dict:
+    """raw with `keys` dropped from every method's and variant's own `train:` mapping, so that the section's value
+    (set by --quick or a flag) holds for every run."""
+    methods = raw.get("methods")
+    if not keys or not isinstance(methods, dict):
+        return raw
+    out = {}
+    for label, opts in methods.items():
+        if isinstance(opts, dict) and isinstance(opts.get("train"), dict):
+            opts = {**opts, "train": {k: v for k, v in opts["train"].items() if k not in keys}}
+        out[label] = opts
+    return {**raw, "methods": out}
 
 
 def resumed_config(args) -> dict:

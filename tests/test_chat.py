@@ -343,3 +343,24 @@ def test_a_variant_overrides_train_options_for_itself_alone():
     cfg.methods["grpo@bad"] = {"train": {"group_sise": 4}}
     with pytest.raises(UserError, match=r"unknown option\(s\) group_sise in section 'methods.grpo@bad.train'"):
         run_config(cfg, "grpo@bad", 0)
+
+
+def test_quick_and_flags_hold_over_a_variants_own_steps(tmp_path):
+    """--quick is a smoke run even for smollm2_trade's grpo@g4 (136 steps of its own) and --steps N means N for every
+    label; the variant keeps what makes it a variant (its group size, its lr)."""
+    import yaml
+
+    from experiments.compare import build_config, parse_args, run_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"train": {"steps": 100, "group_size": 8, "eval_every": 10},
+                                    "methods": {"grpo@g4": {"train": {"group_size": 4, "steps": 136, "eval_every": 34,
+                                                                      "lr": 5e-4}}}}))
+    plain = build_config(parse_args(["--config", str(path), "--methods", "grpo@g4"]))[0]
+    assert (run_config(plain, "grpo@g4", 0)[1].train.steps, run_config(plain, "grpo", 0)[1].train.steps) == (136, 100)
+    quick = run_config(build_config(parse_args(["--config", str(path), "--methods", "grpo@g4", "--quick"]))[0],
+                       "grpo@g4", 0)[1].train
+    assert (quick.steps, quick.eval_every, quick.group_size, quick.lr) == (8, 0, 4, 5e-4)  # QUICK's steps and cadence
+    flags = run_config(build_config(parse_args(["--config", str(path), "--methods", "grpo@g4", "--steps", "3",
+                                                "--eval-every", "1"]))[0], "grpo@g4", 0)[1].train
+    assert (flags.steps, flags.eval_every, flags.group_size) == (3, 1, 4)
