@@ -69,6 +69,10 @@ RECIPES = {
                          args=["--methods", "ppo@lr5e-4,rft@lr5e-4,dpo@lr5e-4,dpo@lr1e-3,sft@lr5e-4,sft@lr1e-3,"
                                "online_rft@lr5e-4,online_rft@lr1e-3,grpo@lr5e-4,grpo@lr1e-3,rloo@lr5e-4,rloo@lr1e-3"],
                          quick=["--quick", "--methods", "sft@lr5e-4,grpo@lr5e-4"]),
+    "smollm2_long": Recipe("the methods still rising at step 24 of the SmolLM2 table, on to 60 steps, seed 0",
+                           "compare", "smollm2_all.yaml", [0],
+                           args=["--methods", "online_rft@60,dpo@60,grpo@60,grpo_ps@60,rloo@60"],
+                           quick=["--quick", "--methods", "online_rft@60,grpo@60"]),
     "smollm2_trade": Recipe("the seed's trade on SmolLM2: PPO's critic against GRPO at G = 4, 8, 16, equal train time",
                             "compare", "smollm2_trade.yaml", [0, 1],
                             quick=["--quick", "--methods", "ppo@g1,grpo@g4"]),
