@@ -110,8 +110,7 @@ class Trainer:
 
         self.cfg, self.tcfg = cfg, cfg.train
         reset_peak()  # the rows' peak_rss_mb is this run's own, though compare.py runs every method in one process
-        self.rss_start_mb = rss_mb()  # held before this run: peak_rss_run_mb is the run's own growth (the kernel's
-        # per-CPU RSS counters lag by a few pages, so a run that grows by nothing can read -0.1 MB: clamped at 0)
+        self.rss_start_mb = rss_mb()  # held before this run: peak_rss_run_mb is the run's own growth
         self.acc = accelerator or make_accelerator()
         torch.manual_seed(cfg.seed + self.acc.process_index)  # each process samples its own completions
         if policy is None:
@@ -271,6 +270,7 @@ class Trainer:
         row.update(step=step, gen_tokens=self.gen_tokens, time_s=self.elapsed, time_collect=t1 - t0,
                    time_prepare=t2 - t1, time_update=t3 - t2, lr=self.sched.get_last_lr()[0],
                    **{f"time_{k}": v for k, v in self.ctx.timings.items()},  # generate, score | critic (in update)
+                   # growth >= 0: the kernel's per-CPU RSS counters lag by a few pages (-0.1 MB on no growth)
                    peak_rss_mb=(peak := peak_rss_mb()), peak_rss_run_mb=max(0.0, peak - self.rss_start_mb))
         if torch.cuda.is_available():
             row["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20

@@ -238,7 +238,7 @@ def test_a_runs_peak_memory_is_its_own_not_the_processes():
         tr.logger.close()
     assert before - row["peak_rss_mb"] > 200  # the freed 300 MiB is not this run's peak
     assert row["peak_rss_mb"] >= memory.rss_mb() - 50  # but the run's own memory is
-    assert 0 <= row["peak_rss_run_mb"] < 100  # its growth: a 10k-parameter model, AdamW state, activations
+    assert 0 <= row["peak_rss_run_mb"] < 100  # its growth: a 10k-parameter model, its AdamW state, activations
 
 
 def test_decoding_a_chat_model_under_lora_is_hf_generate(always_share, tmp_path, monkeypatch):
