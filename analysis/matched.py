@@ -9,10 +9,12 @@ its own curve, never extrapolated:
 
     T*  = min over runs of the training wall time at their last evaluation   (evaluation time excluded)
     N*  = the same for generated tokens, over the runs that sample (offline data generates none: '–')
-    a*  = --target, else the base's accuracy + half of the best method's mean gain at the end
+    a*  = --target, else the base's accuracy + half of the best method's mean gain at the end (none when no method
+          gained: every curve starts at the base, so the time "to reach" it would be 0 and mean nothing)
 
 'time to a*' is where a run's curve first reaches a* (mean over the seeds that reach it; 'k/n seeds' says how many
-did). Peak RSS is the largest of the run's step rows (the process's peak while it trained) and, in brackets, what
+did; 'at the start' where every seed that reached it was already there at its first evaluation). A run with only
+its step-0 evaluation (just started, or stopped) reached no budget and is left out of T* and N*. Peak RSS is the largest of the run's step rows (the process's peak while it trained) and, in brackets, what
 the run added to the process's memory at its start (`peak_rss_run_mb`).
 """
 from __future__ import annotations
@@ -51,12 +53,14 @@ def matched_rows(runs, target: float | None = None) -> tuple[list[dict], dict]:
     """One row per method of an `analysis.runs.Runs`, and the budgets used: {'T*', 'N*', 'a*'}."""
     ev = runs.eval.sort_values("step")
     curves = {key: g for key, g in ev.groupby(["method", "seed"], sort=False)}
-    T = min(float(g["time_s"].iloc[-1]) for g in curves.values())
-    sampling = [g for g in curves.values() if "gen_tokens" in g and g["gen_tokens"].iloc[-1] > 0]
+    trained = [g for g in curves.values() if g["step"].iloc[-1] > 0]  # a run with a step-0 evaluation only: none
+    T = min((float(g["time_s"].iloc[-1]) for g in trained), default=math.nan)
+    sampling = [g for g in trained if "gen_tokens" in g and g["gen_tokens"].iloc[-1] > 0]
     N = min(float(g["gen_tokens"].iloc[-1]) for g in sampling) if sampling else math.nan
     start = runs.start_eval()["eval_accuracy"].mean()
     ends = runs.final_eval().groupby("method")["eval_accuracy"].mean()
-    a = target if target is not None else start + max(float((ends - start).max()), 0.0) / 2
+    gain = float((ends - start).max()) if len(ends) else math.nan
+    a = target if target is not None else (start + gain / 2 if gain > 0 else math.nan)  # nan: no method gained
     rows = []
     for m in runs.methods:
         mine = [g for (method, _), g in curves.items() if method == m]
@@ -66,24 +70,41 @@ def matched_rows(runs, target: float | None = None) -> tuple[list[dict], dict]:
         acc_N = [at(g["gen_tokens"], g["eval_accuracy"], N) for g in mine] if samples else [math.nan]
         t_a = [first_reach(g["time_s"], g["eval_accuracy"], a) for g in mine]
         n_a = [first_reach(g["gen_tokens"], g["eval_accuracy"], a) for g in mine] if samples else [math.nan]
-        reached = [x for x in t_a if not math.isnan(x)]
-        reached_n = [x for x in n_a if not math.isnan(x)]
         per_step = tr.groupby("seed")["n_seqs"].mean().mean() if "n_seqs" in tr else math.nan
+        no_target = math.isnan(a)
         rows.append({
             "method": m,
             "samples / step": fmt(per_step, "{:.0f}"),
             "accuracy at the end": fmt(ends.get(m, math.nan), "{:.3f}"),
-            f"accuracy at {T:.0f} s": fmt(np.mean(acc_T), "{:.3f}"),
-            f"accuracy at {N:,.0f} tokens" if not math.isnan(N) else "accuracy at N tokens":
-                fmt(np.mean(acc_N), "{:.3f}"),
-            f"s to {a:.3f}": (fmt(np.mean(reached), "{:.0f}") if reached else "not reached")
-            + (f" ({len(reached)}/{len(t_a)} seeds)" if 0 < len(reached) < len(t_a) else ""),
-            f"tokens to {a:.3f}": (fmt(np.mean(reached_n), "{:,.0f}") if reached_n else
-                                   ("not reached" if samples else "–")),
+            f"accuracy at {T:.0f} s" if not math.isnan(T) else "accuracy at T s": _mean(acc_T, "{:.3f}"),
+            f"accuracy at {N:,.0f} tokens" if not math.isnan(N) else "accuracy at N tokens": _mean(acc_N, "{:.3f}"),
+            "s to a target" if no_target else f"s to {a:.3f}": _to_target(mine, a, t_a, "{:.0f}"),
+            "tokens to a target" if no_target else f"tokens to {a:.3f}":
+                _to_target(mine, a, n_a, "{:,.0f}") if samples else "–",
             "peak RSS (MB; +run)": fmt(_max(tr, "peak_rss_mb"), "{:.0f}")
             + ("" if math.isnan(_max(tr, "peak_rss_run_mb")) else f" (+{_max(tr, 'peak_rss_run_mb'):.0f})"),
         })
     return rows, {"T*": T, "N*": N, "a*": a}
+
+
+def _mean(xs: list[float], spec: str) -> str:
+    """The mean of the numbers in xs that are not NaN, '–' where none is (no NaN and no empty-mean warning)."""
+    xs = [x for x in xs if not math.isnan(x)]
+    return fmt(float(np.mean(xs)), spec) if xs else "–"
+
+
+def _to_target(curves, a: float, hits: list[float], spec: str) -> str:
+    """The cell 'time (or tokens) to a*' of one method: '–' without a target (no method gained), the mean over the
+    seeds that reached it, 'k/n seeds' where only some did, 'at the start' where every seed that did was already
+    there at its first evaluation (a 0 would read as free progress)."""
+    if math.isnan(a):
+        return "– (no method gained)"
+    reached = [(h, g) for h, g in zip(hits, curves) if not math.isnan(h)]
+    if not reached:
+        return "not reached"
+    early = all(g["eval_accuracy"].iloc[0] >= a for _, g in reached)
+    cell = "at the start" if early else fmt(float(np.mean([h for h, _ in reached])), spec)
+    return cell + (f" ({len(reached)}/{len(hits)} seeds)" if len(reached) < len(hits) else "")
 
 
 def _max(rows, col: str) -> float:  # rows: a DataFrame
@@ -122,6 +143,14 @@ def time_rows(runs) -> list[dict]:
     return rows
 
 
+def budget_line(budget: dict) -> str:
+    """T*, N* and a* in one line, each '–' with its reason where there is none."""
+    T, N, a = budget["T*"], budget["N*"], budget["a*"]
+    return ("T* = " + ("– (no run got past step 0)" if math.isnan(T) else f"{T:.0f} s")
+            + ", N* = " + ("– (no run samples)" if math.isnan(N) else f"{N:,.0f} tokens")
+            + ", a* = " + ("– (no method gained on the base)" if math.isnan(a) else f"{a:.3f}"))
+
+
 @cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -131,7 +160,7 @@ def main(argv=None) -> int:
     runs = Runs(args.out)
     rows, budget = matched_rows(runs, args.target)
     print(markdown_table(rows))
-    print(f"\nT* = {budget['T*']:.0f} s, N* = {budget['N*']:,.0f} tokens, a* = {budget['a*']:.3f}\n")
+    print(f"\n{budget_line(budget)}\n")
     print(markdown_table(time_rows(runs)))
     return 0
 

@@ -39,14 +39,15 @@ T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 
 # -- the summary table -------------------------------------------------------------------------------------------
 def mean_ci(values, signed: bool = False) -> str:
-    """'mean ± half-width of the 95% t-interval over seeds', or 'mean (n=1)'."""
+    """'mean ± half-width of the 95% t-interval over seeds', or 'mean (1 seed, no interval)': one value has no
+    spread to make an interval from."""
     v = [x for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
     if not v:
         return "–"
     m = float(np.mean(v))
     head = f"{m:+.3f}" if signed else f"{m:.3f}"
     if len(v) == 1:
-        return f"{head} (n=1)"
+        return f"{head} (1 seed, no interval)"
     t = T975[len(v) - 2] if len(v) - 1 <= len(T975) else 1.96
     return f"{head} ± {t * float(np.std(v, ddof=1)) / math.sqrt(len(v)):.3f}"
 
@@ -411,10 +412,16 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
     from gcframe.tracking import env as envinfo
     from gcframe.tracking.health import starvation
 
+    n_seeds = runs.final_eval().groupby("method")["seed"].nunique()  # an interval needs 2 seeds (mean_ci)
+    most, fewest = int(n_seeds.max()) if len(n_seeds) else 0, int(n_seeds.min()) if len(n_seeds) else 0
+    interval = ("greedy accuracy (1 seed per method, so no interval); " if most <= 1 else
+                "greedy accuracy with its 95% t-interval over seeds"
+                + (" (none for a method run with 1 seed)" if fewest == 1 else "") + "; ")
+
     md = [f"# Head to head: {runs.out.name}\n",
           f"Environment: {envinfo.describe(envinfo.load(runs.out / 'env.json'))}\n",
           f"Runs: {runs.n_runs} ({', '.join(runs.methods)}). Held-out metrics at the end of training: "
-          "greedy accuracy with its 95% t-interval over seeds; "
+          + interval
           + (f"pass@1, maj@{k} and pass@{k} from {k} samples per problem; KL to π_ref is the per-token k3 mean "
              "over the policy's own held-out samples. " if k else "no sampled evaluation (train.eval_k 0). ")
           + "Train time "
@@ -428,23 +435,30 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
            "columns (mean over seeds, end of training minus step 0).\n" if k
            else "Greedy accuracy, mean over seeds, end of training minus step 0.\n")
           + "Δ greedy, late: what greedy accuracy still gained from the last evaluation at or before two thirds of "
-          "the steps to the end (the steps in brackets), paired by seed, ± its 95% t-interval: a curve has "
+          "the steps to the end (the steps in brackets), paired by seed, "
+          + ("± its 95% t-interval" if most > 1 else "with 1 seed and so no interval") + ": a curve has "
           "flattened when that is near 0.\n",
           markdown_table(delta_rows(runs))]
     findings = finding_rows(runs)
     if findings:
         md += ["\n## DeepSeekMath §5.2 comparisons\n",
                "Paired by seed (one SFT base, one prompt order per seed): mean difference at the end of training "
-               "± the 95% t-interval over seeds; an interval that contains 0 does not separate the two.\n",
+               "± the 95% t-interval over seeds; an interval that contains 0 does not separate the two.\n"
+               if any(int(r["seeds"]) > 1 for r in findings) else
+               "The difference at the end of training on the one seed both methods ran: with 1 seed there is no "
+               "interval, and one difference does not separate two methods.\n",
                markdown_table(findings)]
     from analysis.matched import matched_rows, time_rows
     from analysis.why import why_rows
 
     matched, budget = matched_rows(runs)
-    md += ["\n## At equal compute\n", f"Accuracy at the training wall time every run reached ({budget['T*']:.0f} s) "
+    reached = ("no run got past step 0" if math.isnan(budget["T*"]) else f"{budget['T*']:.0f} s")
+    target = ("no method gained on the base, so there is no target accuracy to time" if math.isnan(budget["a*"])
+              else f"then the time and tokens to reach {budget['a*']:.3f} (the base's accuracy plus half the best "
+              "mean gain)")
+    md += ["\n## At equal compute\n", f"Accuracy at the training wall time every run reached ({reached}) "
            "and at the generated tokens every sampling run reached, read off each run's curve between its "
-           f"evaluations; then the time and tokens to reach {budget['a*']:.3f} (the base's accuracy plus half the "
-           "best mean gain), and the peak memory while training (`analysis/matched.py`).\n",
+           f"evaluations; {target}; and the peak memory while training (`analysis/matched.py`).\n",
            markdown_table(matched),
            "\nWhere the time goes (seconds per training step by phase; evaluations in total per run):\n",
            markdown_table(time_rows(runs))]

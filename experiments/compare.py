@@ -258,6 +258,26 @@ def summary_row(label: str, seed: int, run_dir: Path, res: dict) -> dict:
     return {k: row.get(k) for k in SUMMARY_COLUMNS}
 
 
+def console_table(df) -> str:
+    """The summary printed at the end, one row per method: base, mean final accuracy, its spread over seeds (the
+    sample std, '–' with one seed: one value has none), seeds and mean training time. A number a run did not log
+    is '–', never NaN."""
+    import math
+
+    def cell(v, spec: str = "{:.3f}") -> str:
+        return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else spec.format(v)
+
+    table = df.groupby("method", sort=False).agg(
+        base=("base_accuracy", "first"), final_mean=("final_accuracy", "mean"),
+        final_std=("final_accuracy", "std"), seeds=("seed", "count"), time_s=("time_s", "mean"))
+    shown = table.astype(object)
+    for col in ("base", "final_mean", "final_std"):
+        shown[col] = [cell(v) for v in table[col]]
+    shown["final_std"] = [c if n > 1 else "– (1 seed)" for c, n in zip(shown["final_std"], table["seeds"])]
+    shown["time_s"] = [cell(v, "{:.0f}") for v in table["time_s"]]
+    return shown.to_string()
+
+
 def interrupted_line(out: Path, where: dict) -> str:
     """What Ctrl-C leaves and how to continue: one line."""
     from gcframe.tracking import checkpoint
@@ -404,10 +424,7 @@ def _main(args, where: dict) -> int:
 
         df = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
         df.to_csv(out / "summary.csv", index=False)
-        table = df.groupby("method", sort=False).agg(
-            base=("base_accuracy", "first"), final_mean=("final_accuracy", "mean"),
-            final_std=("final_accuracy", "std"), seeds=("seed", "count"), time_s=("time_s", "mean"))
-        print("\n" + table.to_string(float_format=lambda v: f"{v:.3f}"))
+        print("\n" + console_table(df))
         print(f"\nresults: {out}/summary.csv; runs: {out}/<method>/seed<k>/metrics.jsonl")
     where["phase"] = "while the GC view was computed (the runs are finished)"
     from analysis import gc_view

@@ -51,10 +51,10 @@ class RFT(Method):
             while len(pool) < target and drawn < self.cfg.max_pool_samples:
                 batch = self.ctx.rollout(t.prompts_per_step, t.group_size, model=base)
                 kept = [text for text, ok in zip(batch.texts, batch.data["correct"].tolist()) if ok > 0]
+                bar.update(min(len(kept), target - len(pool)))  # the last rollout may overshoot: counted up to target
                 pool += kept
                 drawn += len(batch)
                 tokens += float(batch.completion_mask.sum())
-                bar.update(len(kept))
         if not pool:
             raise UserError(f"rft: none of {drawn} samples of the SFT base was correct, so there is nothing to "
                             "fine-tune on: train a stronger base (sft_base.steps) or raise "

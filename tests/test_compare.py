@@ -87,3 +87,48 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
     assert needle in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_rft_pool_progress_never_counts_past_its_target():
+    """The pool's last rollout may keep more correct samples than the pool still needs (4107 of a 4096 target):
+    the progress counts up to the target, so it never reads 4107/4096."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from methods.rft import RFT
+
+    class Bar:
+        def __init__(self, total):
+            self.total, self.n = total, 0
+
+        def update(self, n):
+            self.n += n
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    bars = []
+
+    def progress(total, desc, unit):
+        bars.append(Bar(total))
+        return bars[-1]
+
+    class Batch(SimpleNamespace):
+        def __len__(self):
+            return 8
+
+    def rollout(b, g, model=None):  # B·G = 8 samples, 7 of them correct
+        return Batch(texts=[{"prompt": "p", "completion": "c"}] * 8, completion_mask=torch.ones(8, 3),
+                     data={"correct": torch.tensor([1.0] * 7 + [0.0])})
+
+    train = SimpleNamespace(prompts_per_step=2, group_size=4, steps=2)  # target = min(pool_size, 2 · 2 · 4) = 16
+    ctx = SimpleNamespace(cfg=SimpleNamespace(train=train), frozen=lambda name: None, progress=progress,
+                          rollout=rollout)
+    info = RFT(RFT.Config(), ctx).build_pool()
+    # rollouts keep 7, 14, 21 correct samples: the third overshoots the target 16 by 5
+    assert info["pool_size"] == 21 and info["pool_samples"] == 24
+    assert bars[0].total == 16 and bars[0].n == 16  # 7 + 7 + min(7, 16 − 14) = 16, not 21

@@ -47,6 +47,42 @@ def test_matched_budgets_by_hand(tmp_path):
     assert got["grpo"]["peak RSS (MB; +run)"] == "3000"  # a log without the run's own growth
 
 
+def test_no_method_gained_has_no_target_to_time(tmp_path):
+    # base 0.2; ppo ends at 0.2, grpo at 0.1: the best gain is 0, so a* = 0.2 + 0 / 2 would be the base itself,
+    # which every curve "reaches" at 0 s. No target, no time: the cells say why.
+    _run(tmp_path, "ppo", 0, [(0, 0.2, 0, 0), (4, 0.2, 400, 1000)], [(0, 32, 9000)])
+    _run(tmp_path, "grpo", 0, [(0, 0.2, 0, 0), (4, 0.1, 100, 2000)], [(0, 32, 3000)])
+    rows, budget = matched_rows(Runs(tmp_path))
+    assert math.isnan(budget["a*"])
+    for r in rows:
+        assert r["s to a target"] == r["tokens to a target"] == "– (no method gained)"
+        assert not any(k.startswith("s to 0") for k in r)
+    from analysis.matched import budget_line
+
+    assert budget_line(budget) == "T* = 100 s, N* = 1,000 tokens, a* = – (no method gained on the base)"
+
+
+def test_a_target_reached_at_the_start_is_not_a_time_of_0(tmp_path):
+    # --target 0.1 below the base 0.2: every curve is there at its step-0 evaluation
+    _run(tmp_path, "grpo", 0, [(0, 0.2, 0, 0), (4, 0.3, 100, 2000)], [(0, 32, 3000)])
+    _run(tmp_path, "grpo", 1, [(0, 0.2, 0, 0), (4, 0.4, 120, 2400)], [(0, 32, 3000)])
+    (row,), budget = matched_rows(Runs(tmp_path), target=0.1)
+    assert row["s to 0.100"] == "at the start" and row["tokens to 0.100"] == "at the start"
+    # --target 0.35: seed 1 only, 0.2 -> 0.4 over 120 s, so 0.35 at 120 · 0.15 / 0.2 = 90 s (2,400 · 0.75 = 1,800)
+    (row,), _ = matched_rows(Runs(tmp_path), target=0.35)
+    assert row["s to 0.350"] == "90 (1/2 seeds)" and row["tokens to 0.350"] == "1,800 (1/2 seeds)"
+
+
+def test_a_run_with_only_its_step_0_evaluation_sets_no_budget(tmp_path):
+    # sft stopped before its first step: T* and N* come from the runs that trained (min(400, 100) = 100 s)
+    _run(tmp_path, "ppo", 0, [(0, 0.2, 0, 0), (4, 0.6, 400, 1000)], [(0, 32, 9000)])
+    _run(tmp_path, "grpo", 0, [(0, 0.2, 0, 0), (4, 0.3, 100, 2000)], [(0, 32, 3000)])
+    _run(tmp_path, "sft", 0, [(0, 0.2, 0, 0)], [])
+    rows, budget = matched_rows(Runs(tmp_path))
+    assert budget["T*"] == 100 and budget["N*"] == 1000
+    assert {r["method"]: r["accuracy at 100 s"] for r in rows}["sft"] == "–"  # not read beyond its curve
+
+
 def test_time_rows_by_hand(tmp_path):
     d = tmp_path / "ppo" / "seed0"
     d.mkdir(parents=True)

@@ -77,7 +77,7 @@ def out(tmp_path):
 def test_mean_ci_t_interval():
     # [0.5, 0.7]: mean 0.6, sd = 0.1414, t(0.975, df=1) = 12.706 -> half-width 12.706 · 0.1414 / √2 = 1.2706
     assert mean_ci([0.5, 0.7]) == "0.600 ± 1.271"
-    assert mean_ci([0.25]) == "0.250 (n=1)"
+    assert mean_ci([0.25]) == "0.250 (1 seed, no interval)"  # one value: no spread, no interval
     assert mean_ci([]) == "–"
 
 
@@ -90,7 +90,7 @@ def test_report_table_and_figures(out):
     table = md.split("## Change from the SFT base")[0].splitlines()
     row = {ln.split("|")[1].strip(): ln for ln in table if ln.startswith("| ")}
     assert "0.600 ± 1.271" in row["grpo"]  # both seeds read although seed 1's last line is torn
-    assert "0.600 (n=1)" in row["rft"] and "0.300 (n=1)" in row["grpo@beta0"]
+    assert "0.600 (1 seed, no interval)" in row["rft"] and "0.300 (1 seed, no interval)" in row["grpo@beta0"]
     assert "| 509 (+69) |" in row["grpo"]  # the largest peak over steps 0..9: 500 + 9 total, 60 + 9 the run's own
     assert "| SFT base (step 0) | – | 0.400 | 0.420 | 0.800 | 0.350 | 0 |" in md  # the runs' step-0 rows
     # Δ maj@k of grpo: end (0.6 + .02) − start (0.4 + .02) = +0.200
@@ -102,6 +102,75 @@ def test_report_table_and_figures(out):
         png = out / "report" / f"{name}.png"
         assert png.is_file() and 0 < png.stat().st_size < 300_000, name
         assert f"]({name}.png)" in md
+
+
+# scenario -> {(method, seed): final accuracy}; every run starts at the base, 0.4 (_write_run)
+ODD_RUNS = {
+    "one seed": {("grpo", 0): 0.6, ("online_rft", 0): 0.5, ("rft", 0): 0.45},
+    "no gain": {("grpo", 0): 0.3, ("grpo", 1): 0.35, ("rft", 0): 0.4, ("rft", 1): 0.2},
+    "all equal": {("grpo", 0): 0.4, ("grpo", 1): 0.4, ("rft", 0): 0.4, ("rft", 1): 0.4},
+}
+
+
+def _cells(md: str, header_start: str) -> list[str]:
+    """The cells of every markdown-table column whose header starts with header_start."""
+    out = []
+    for table in md.split("\n\n"):
+        lines = [ln for ln in table.splitlines() if ln.startswith("|")]
+        if not lines:
+            continue
+        head = [c.strip() for c in lines[0].strip("|").split("|")]
+        for i, name in enumerate(head):
+            if name.startswith(header_start):
+                out += [[c.strip() for c in ln.strip("|").split("|")][i] for ln in lines[2:]]
+    return out
+
+
+@pytest.mark.parametrize("scenario", list(ODD_RUNS))
+def test_no_printed_number_that_cannot_be_right(tmp_path, scenario):
+    """One seed, no method gaining, every run equal: the report, the console summary of compare.py and
+    analysis.matched's budget line print no NaN, no count above its total, no interval from one seed and no time
+    to a target that no method set (a* = base when no method gained: every run 'reaches' it at 0 s)."""
+    import re
+    import sys
+
+    from analysis.matched import budget_line, matched_rows
+    from analysis.runs import Runs
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    from compare import console_table
+
+    out = tmp_path / "out"
+    finals = ODD_RUNS[scenario]
+    for (method, seed), acc in finals.items():
+        _write_run(out, method, seed, acc, kl=False)
+    summary = pd.DataFrame([{"method": m, "seed": s, "base_accuracy": 0.4, "initial_accuracy": 0.4,
+                             "final_accuracy": a, "time_s": 20.0, "gen_tokens": 1000, "steps": 10}
+                            for (m, s), a in finals.items()])
+    summary.to_csv(out / "summary.csv", index=False)
+    md = write_report(out).read_text()
+    console = console_table(summary)
+    budget = budget_line(matched_rows(Runs(out))[1])
+    for text in (md, console, budget):
+        assert not re.search(r"\b(nan|inf)\b", text, re.IGNORECASE), text
+        for a, b in re.findall(r"\b(\d+)/(\d+)\b", text):
+            assert int(a) <= int(b), (a, b)  # k/n seeds, k of n samples: never more than all
+    assert _cells(md, "s to ") and _cells(md, "tokens to ")
+    for cell in _cells(md, "s to ") + _cells(md, "tokens to "):  # time and tokens to a*: never a free 0
+        assert not re.match(r"^0\b", cell), cell
+    one_seed = scenario == "one seed"
+    assert ("95% t-interval" in md) is not one_seed  # promised only where an interval was computed
+    if one_seed:
+        assert "1 seed per method, so no interval" in md and "| 0.600 (1 seed, no interval) |" in md
+        assert console.count("– (1 seed)") == 3  # the std of one value is not a number
+        # a* = 0.4 + (0.6 − 0.4) / 2 = 0.5: grpo reaches it halfway (step 5 at 0.5, 10 s); rft never does
+        assert "s to 0.500" in md and "a* = 0.500" in budget
+    else:  # every method ended at or below the base 0.4: no target to time
+        assert "no method gained on the base" in md and "a* = – (no method gained on the base)" in budget
+        assert set(_cells(md, "s to a target")) == {"– (no method gained)"}
+        # rft's std over its two seeds: |0.4 − 0.2| / √2 = 0.141 (no gain); 0 (all equal)
+        assert "– (1 seed)" not in console
+        assert console.splitlines()[-1].split()[3] == ("0.141" if scenario == "no gain" else "0.000")
 
 
 def test_late_gain_tells_a_flat_curve_from_a_rising_one():
