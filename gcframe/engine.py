@@ -48,9 +48,11 @@ def check_aggregation(mode: str) -> str:
     return mode
 
 
-def token_weights(mask: torch.Tensor, mode: str, norm: Normaliser) -> torch.Tensor:
-    """w [N, T] such that aggregate(x) = Σ_{i,t} w_{i,t} x_{i,t} (see the table at the top)."""
-    mask = mask.float()
+def token_weights(mask: torch.Tensor, mode: str, norm: Normaliser, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """w [N, T] in `dtype` such that aggregate(x) = Σ_{i,t} w_{i,t} x_{i,t} (see the table at the top). The dtype is
+    the values' (`aggregate`): float32 weights would round 1/Σ|o| and 1/(|o_i|·N) by up to 6e-8 relative, an error
+    a float64 loss must not carry."""
+    mask = mask.to(dtype)
     if mode == "token-mean":
         return mask / max(norm.n_tokens, 1.0)
     if mode == "seq-mean-token-mean":
@@ -65,9 +67,10 @@ def token_weights(mask: torch.Tensor, mode: str, norm: Normaliser) -> torch.Tens
 
 
 def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, norm: Normaliser | None = None) -> torch.Tensor:
-    """Reduce per-token values [N, T] to a scalar by `mode`; `norm` defaults to this tensor's own counts."""
+    """Reduce per-token values [N, T] to a scalar by `mode`; `norm` defaults to this tensor's own counts. The weights
+    are computed in the values' dtype, float32 at least (a bfloat16 value is not weighted in bfloat16)."""
     norm = norm or Normaliser.of(mask)
-    return (values * token_weights(mask, mode, norm)).sum()
+    return (values * token_weights(mask, mode, norm, torch.promote_types(values.dtype, torch.float32))).sum()
 
 
 def weighted_mle_loss(gc: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor, mode: str,

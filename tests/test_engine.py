@@ -42,6 +42,59 @@ def test_padding_never_counts():
         assert aggregate(other, MASK, mode) == aggregate(VALUES, MASK, mode)
 
 
+def _aggregate_by_loops(values: torch.Tensor, mask: torch.Tensor, mode: str, n_seqs: int, n_tokens: int,
+                        max_len: int) -> float:
+    """The table at the top of gcframe/engine.py, written out: Python float64 sums over sequences and tokens."""
+    seq_sums, seq_lens = [], []
+    for i in range(values.shape[0]):
+        s, n = 0.0, 0
+        for t in range(values.shape[1]):
+            if mask[i, t] > 0:
+                s, n = s + float(values[i, t]), n + 1
+        seq_sums.append(s)
+        seq_lens.append(n)
+    if mode == "token-mean":
+        return sum(seq_sums) / n_tokens
+    if mode == "seq-mean-token-mean":
+        return sum(s / max(n, 1) for s, n in zip(seq_sums, seq_lens)) / n_seqs
+    if mode == "seq-mean-token-sum":
+        return sum(seq_sums) / n_seqs
+    return sum(seq_sums) / (n_seqs * max_len)  # seq-mean-token-sum-norm
+
+
+@pytest.mark.parametrize("mode", AGGREGATIONS)
+@pytest.mark.parametrize("global_counts", [False, True])
+def test_float64_aggregation_equals_float64_loops(mode, global_counts):
+    """A float64 loss is normalised in float64: lengths 3, 5, 7, 11 (and counts 37, 13·7) have reciprocals that
+    float32 rounds by up to 6e-8 relative, which a 1e-12 agreement with plain float64 loops would show."""
+    gen = torch.Generator().manual_seed(0)
+    lengths = [3, 5, 7, 11, 1, 10]  # Σ|o_i| = 37 tokens
+    values = torch.randn(6, 11, generator=gen, dtype=torch.float64)
+    mask = torch.tensor([[1.0] * n + [0.0] * (11 - n) for n in lengths], dtype=torch.float64)
+    # this micro-batch as part of a larger optimiser step: 13 sequences, 7·13 = 91 tokens, L_max = 19
+    n_seqs, n_tokens, max_len = (13, 91, 19) if global_counts else (6, 37, 11)
+    norm = Normaliser(float(n_seqs), float(n_tokens), max_len) if global_counts else None
+    got = aggregate(values, mask, mode, norm)
+    want = _aggregate_by_loops(values, mask, mode, n_seqs, n_tokens, max_len)
+    assert got.dtype == torch.float64
+    assert abs(float(got) - want) <= 1e-12 * abs(want), (float(got), want)
+
+
+def test_float32_weights_are_unchanged():
+    """Float32 training keeps float32 normalisers, bit for bit: mask / count, with the count as a Python float."""
+    from gcframe.engine import token_weights
+
+    mask = MASK[:, :3]  # lengths 2 and 3: 1/5 and 1/6 are inexact in float32
+    norm = Normaliser.of(mask)
+    want = {"token-mean": mask / 5.0, "seq-mean-token-mean": mask / (mask.sum(-1, keepdim=True) * 2.0),
+            "seq-mean-token-sum": mask / 2.0, "seq-mean-token-sum-norm": mask / (2.0 * 3)}
+    for mode in AGGREGATIONS:
+        w = token_weights(mask, mode, norm, torch.float32)
+        assert w.dtype == torch.float32 and torch.equal(w, want[mode]), mode
+    # values of a half-precision type are weighted in float32, not rounded further
+    assert aggregate(VALUES.bfloat16(), MASK, "token-mean").dtype == torch.float32
+
+
 def test_unknown_aggregation_lists_the_known_ones():
     with pytest.raises(UserError, match="token-mean"):
         aggregate(VALUES, MASK, "mean-of-everything")
