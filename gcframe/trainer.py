@@ -28,6 +28,8 @@ from gcframe.context import Context
 from gcframe.engine import Normaliser, token_logprobs, weighted_mle_loss
 from gcframe.errors import UserError
 from gcframe.evaluate import COUNT_KEYS, evaluate, rates
+from gcframe.evaluate.problems import FILE as PROBLEMS_FILE
+from gcframe.evaluate.problems import heldout_rows, write_rows
 from gcframe.kl import k3
 from gcframe.modeling import count_parameters, evaluating, prepare_policy
 from gcframe.tracking import checkpoint, health
@@ -62,6 +64,13 @@ def lr_factor(warmup: int, steps: int, schedule: str):
         return 1.0
 
     return factor
+
+
+def eval_seed(seed: int, step: int, rank: int = 0) -> int:
+    """The seed of the evaluation at `step` of a run with `seed`, on process `rank`: its own stream, apart from the
+    training generator's (Trainer.evaluate)."""
+    digest = hashlib.blake2b(f"eval|{seed}|{step}|{rank}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & ((1 << 63) - 1)
 
 
 class Tally:
@@ -338,53 +347,77 @@ class Trainer:
     def evaluate(self, step: int, k: int = 0) -> dict:
         """Held-out greedy accuracy; with k > 0 also pass@1/pass@k/maj@k from k samples per problem, the k3 KL
         of those samples to the SFT base (π_ref unless refreshed) and, when trained on r_φ, their proxy reward.
+        Every problem's outcome goes to RUN/problems.jsonl (gcframe.evaluate.problems).
+
+        Evaluation is a measurement, not a step of training: it samples from its own generator, seeded by (seed,
+        step, process) (`eval_seed`), and leaves the training generator as it found it, so changing eval_every,
+        eval_size or eval_k leaves the training trajectory bit-identical (tests/test_evaluation.py). Within a seed,
+        every method's evaluation at a step draws the same random numbers: common random numbers for the paired
+        comparison of methods.
 
         Step 0 with `step0_evals` (compare.py: OUT/step0_evals/): every method of a seed evaluates the same base,
         so a step-0 evaluation is done once and read back by any later run whose evaluation would be the same
-        computation: the same weights (policy, anchor, r_φ), held-out rows, settings, thread count and random
-        state. The reader also takes the random state the evaluation left, so its training draws, and every
-        number it logs, are those it would have had (tests/test_speedups.py)."""
-        rows = self.task.heldout.select(range(min(self.tcfg.eval_size, len(self.task.heldout))))
-        rows = [rows[i] for i in range(self.acc.process_index, len(rows), self.acc.num_processes)]
+        computation: the same weights (policy, anchor, r_φ), held-out rows, settings, thread count and seed."""
+        t0 = time.perf_counter()
+        rows = heldout_rows(self.task, self.tcfg.eval_size)
+        rows = rows[self.acc.process_index::self.acc.num_processes]
         shared = self._step0_eval_file(rows, k) if step == 0 else None
         if shared is not None and shared.exists():
             saved = torch.load(shared, weights_only=False)
-            torch.set_rng_state(saved["rng_after"])
+            self._write_problems(step, saved.get("records", []))
             return {"step": step, **saved["rates"], "gen_tokens": self.gen_tokens, "time_s": self.elapsed,
-                    "time_eval": 0.0, "eval_shared": 1}
+                    "time_eval": 0.0, "eval_shared": 1}  # evaluated (and its time counted) by another run
         model = self.acc.unwrap_model(self.policy)
         # sharded models are gathered once for the whole evaluation: no collective per forward, so processes with
         # different numbers of held-out rows (or completions ending at different steps) cannot wait on each other
         anchor = None
         if self.sharded and k and self.tcfg.temperature > 0 and not self.tcfg.ref_refresh_every:
             anchor = self.ctx.reference  # _sample_sums' KL anchor, loaded (and sharded) before the gather
-        t0 = time.perf_counter()
         bar = progress(total=len(rows) * self.acc.num_processes, desc=f"{self.label}: evaluation at step {step}",
                        unit="problem", show=self.show_progress)
-        with bar, evaluating(model), sharding.gathered(model, anchor):
+        records: list[dict] = []
+        cuda = [self.acc.device] if self.acc.device.type == "cuda" else []
+        with bar, evaluating(model), sharding.gathered(model, anchor), torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(eval_seed(self.cfg.seed, step, self.acc.process_index))
             counts = evaluate(model, self.ctx.generator, self.task, rows, k=k, on_samples=self._sample_sums,
-                              on_chunk=lambda n: bar.update(n * self.acc.num_processes))
+                              on_chunk=lambda n: bar.update(n * self.acc.num_processes), records=records)
         t = self.acc.reduce(torch.tensor([float(counts.get(c, 0)) for c in COUNT_KEYS], device=self.acc.device), "sum")
         res = rates(dict(zip(COUNT_KEYS, t.tolist())), k)
+        t1 = time.perf_counter()
+        records = self._write_problems(step, records)
         if shared is not None:  # written whole, then renamed: a reader never sees half a file
             shared.parent.mkdir(parents=True, exist_ok=True)
             tmp = shared.with_suffix(f".tmp{os.getpid()}")
-            torch.save({"rates": res, "rng_after": torch.get_rng_state()}, tmp)
+            torch.save({"rates": res, "records": records}, tmp)
             os.replace(tmp, shared)
+        now = time.perf_counter()
         return {"step": step, **res, "gen_tokens": self.gen_tokens, "time_s": self.elapsed,
-                "time_eval": time.perf_counter() - t0}  # this evaluation's own seconds (not in time_s)
+                "time_eval": now - t0,  # this evaluation's own seconds (not in time_s)
+                "time_eval_problems": now - t1}  # of which gathering and writing the per-problem rows
+
+    def _write_problems(self, step: int, records: list[dict]) -> list[dict]:
+        """Every process's per-problem rows gathered on the main process and appended to RUN/problems.jsonl ->
+        the gathered rows (collective: every process calls it)."""
+        if self.acc.num_processes > 1:
+            from accelerate.utils import gather_object
+
+            records = gather_object(records)
+        if self.acc.is_main_process and self.logger.enabled:
+            write_rows(self.logger.dir / PROBLEMS_FILE, step, records)
+        return records
 
     def _step0_eval_file(self, rows: list[dict], k: int) -> Path | None:
-        """OUT/step0_evals/<digest>.pt: the digest of everything the step-0 evaluation's numbers and its random
-        draws depend on; None where it is not shared (no folder given, or several processes)."""
+        """OUT/step0_evals/<digest>.pt: the digest of everything the step-0 evaluation's numbers depend on, its
+        seed included; None where it is not shared (no folder given, several processes, or an accelerator, whose
+        kernels need not repeat bit for bit)."""
         if self.step0_evals is None or self.acc.num_processes > 1 or self.acc.device.type != "cpu":
-            return None  # (an accelerator's sampler draws from its own generator, which this does not restore)
+            return None
         h = hashlib.blake2b(digest_size=16)
         settings = (k, self.tcfg.temperature, self.tcfg.max_new_tokens, self.tcfg.ref_refresh_every,
                     self.tcfg.reward, torch.get_num_threads(), torch.__version__, str(self.acc.device),
                     repr(self.cfg.task), repr(self.cfg.model), [(r["prompt"], r["answer"]) for r in rows])
         h.update(repr(settings).encode())
-        h.update(torch.get_rng_state().numpy().tobytes())
+        h.update(str(eval_seed(self.cfg.seed, 0, 0)).encode())  # the evaluation's own random draws
         models = [self.acc.unwrap_model(self.policy)]
         if k and self.tcfg.temperature > 0:  # the KL anchor: π_ref, or the SFT base once π_ref is refreshed
             models.append(self.ctx.frozen("base") if self.tcfg.ref_refresh_every else self.ctx.reference)

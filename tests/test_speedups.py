@@ -270,8 +270,8 @@ def test_decoding_a_chat_model_under_lora_is_hf_generate(always_share, tmp_path,
 
 def test_a_shared_step0_evaluation_changes_no_number(tmp_path):
     """compare.py's OUT/step0_evals: a run that reads the step-0 evaluation another run of its seed wrote logs
-    exactly what it would have computed itself: the evaluation's numbers and, through the random state it takes
-    over, every training row after it. Other evaluation settings are another file."""
+    exactly what it would have computed itself: the evaluation's numbers, its per-problem rows and every training row
+    after it. Other evaluation settings are another file."""
     from experiments.bench_common import Size, build_base, make_trainer
     from gcframe.tracking.log import read_jsonl
 
@@ -295,5 +295,7 @@ def test_a_shared_step0_evaluation_changes_no_number(tmp_path):
     alone = run("rloo", "c", None)  # computes it itself
     assert got[0]["eval_shared"] == 1 and got[0]["time_eval"] == 0.0
     assert numbers(got) == numbers(alone) and len(got) == len(alone) == 6  # 3 steps, evaluated at 0, 2, 3
+    problems = [read_jsonl(tmp_path / name / "problems.jsonl") for name in ("b", "c")]
+    assert problems[0] == problems[1] and len(problems[0]) == 3 * 8  # 8 problems at steps 0, 2 and 3
     run("rloo", "d", shared, k=1)  # pass@1 from one sample: another evaluation, another file
     assert len(list(shared.glob("*.pt"))) == 2

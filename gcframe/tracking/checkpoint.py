@@ -11,7 +11,7 @@ With these restored, a resumed run on CPU logs exactly the metrics of an uninter
 
 Crash safety: a checkpoint is written into `step-NNNNNN.tmp/` and renamed to `step-NNNNNN/` only when complete (a
 rename is atomic), then older checkpoints are deleted. `latest` ignores `*.tmp`, so a crash at any moment leaves
-the last complete checkpoint as the latest. Resuming truncates metrics.jsonl and samples.jsonl to the rows logged
+the last complete checkpoint as the latest. Resuming truncates metrics.jsonl, samples.jsonl and problems.jsonl to the rows logged
 up to the checkpoint's step, so no row is duplicated (a torn last line goes with them).
 
     RUN/checkpoints/step-000050/sharded/          (train.shard: fsdp2) the models, optimisers and a refreshed π_ref
@@ -184,10 +184,12 @@ def restore(trainer) -> tuple[int, dict | None]:
 
 
 def truncate_logs(run_dir: str | Path, step: int | None) -> None:
-    """Cut metrics.jsonl and samples.jsonl back to what was logged when `step` steps had completed (None: empty).
+    """Cut metrics.jsonl, samples.jsonl and problems.jsonl back to what was logged when `step` steps had completed
+    (None: empty).
 
     metrics.jsonl keeps training rows of steps < `step` and evaluation rows of steps <= `step`; samples.jsonl
-    keeps rows of steps < `step`. Rows are in step order, so the kept rows are a prefix; the file is cut in place
+    keeps rows of steps < `step`; problems.jsonl (per-problem outcomes of evaluations) rows of steps <= `step`.
+    Rows are in step order, so the kept rows are a prefix; the file is cut in place
     (the run logger's append-mode handle stays valid) at the first row to drop or the first unparsable line.
     """
     run_dir = Path(run_dir)
@@ -200,6 +202,7 @@ def truncate_logs(run_dir: str | Path, step: int | None) -> None:
 
     _truncate(run_dir / "metrics.jsonl", metrics_row)
     _truncate(run_dir / "samples.jsonl", samples_row)
+    _truncate(run_dir / "problems.jsonl", lambda row: step is not None and row["step"] <= step)  # evaluations
 
 
 def _truncate(path: Path, keep) -> None:

@@ -1,4 +1,5 @@
-"""Held-out evaluation: greedy accuracy, and from k samples per problem pass@1, pass@k and maj@k.
+"""Held-out evaluation: greedy accuracy, and from k samples per problem pass@1, pass@k and maj@k, with the outcome of
+every problem.
 
 maj@k is majority voting over the k extracted answers (self-consistency, DeepSeekMath §5.2 reports it beside
 pass@k: RL that sharpens the output distribution raises maj@k but not pass@k). An optional `on_samples` hook sees
@@ -10,6 +11,7 @@ from collections import Counter
 
 import torch
 
+from gcframe.evaluate.problems import problem_id
 from gcframe.sampling import Generator
 
 COUNT_KEYS = ("n", "greedy_correct", "pass1_correct", "passk_correct", "majk_correct",
@@ -22,19 +24,38 @@ def _chunks(rows: list[dict], size: int):
         yield rows[i:i + size]
 
 
+def majority(answers: list) -> str | None:
+    """The most frequent non-empty answer; ties go to the one seen first (Counter keeps insertion order); None
+    when no completion gave an answer."""
+    votes = Counter(a for a in answers if a)
+    return votes.most_common(1)[0][0] if votes else None
+
+
 @torch.no_grad()
 def evaluate(model, generator: Generator, task, rows: list[dict], k: int = 0, batch_size: int = 256,
-             on_samples=None, on_chunk=None) -> dict:
+             on_samples=None, on_chunk=None, records: list | None = None) -> dict:
     """Counts over `rows` (held-out problems): greedy correct, and with k > 0 sampled pass@1 / pass@k / maj@k.
 
     Returns sums (not means) so that shards from several processes can be added before dividing by `n`.
-    `on_chunk(n)` is told each time n more problems are done (a progress bar).
+    `on_chunk(n)` is told each time n more problems are done (a progress bar). `records`, when given, receives one
+    dict per problem (`gcframe.evaluate.problems.FIELDS`): its id, greedy correctness, the greedy completion's
+    extracted answer, length in tokens and truncation, and with k samples the number correct and the majority answer.
+    A row's `index` (its position in the held-out set) is kept when the row carries one.
     """
     out = Counter(n=len(rows))
     for chunk in _chunks(rows, batch_size):
         prompts = [r["prompt"] for r in chunk]
         greedy = generator.generate(model, prompts, n=1, temperature=0.0)
-        out["greedy_correct"] += sum(task.verify(t["completion"], r["answer"]) for t, r in zip(greedy.texts, chunk))
+        ok_greedy = [bool(task.verify(t["completion"], r["answer"])) for t, r in zip(greedy.texts, chunk)]
+        out["greedy_correct"] += sum(ok_greedy)
+        recs = None
+        if records is not None:
+            lengths = greedy.completion_mask.sum(-1).tolist()  # [n]: tokens up to and including <eos>
+            recs = [{"problem": problem_id(r), "index": r.get("index"), "greedy_correct": int(ok),
+                     "greedy_answer": task.extract_answer(t["completion"]), "completion_len": int(n_tok),
+                     "truncated": int(cut)}
+                    for r, t, ok, n_tok, cut in zip(chunk, greedy.texts, ok_greedy, lengths,
+                                                    greedy.data["truncated"].tolist())]
         if k > 0:
             sampled = generator.generate(model, prompts, n=k)
             if on_samples is not None:
@@ -42,13 +63,15 @@ def evaluate(model, generator: Generator, task, rows: list[dict], k: int = 0, ba
             for j, r in enumerate(chunk):
                 comps = [t["completion"] for t in sampled.texts[j * k:(j + 1) * k]]
                 ok = [bool(task.verify(c, r["answer"])) for c in comps]
+                top = majority([task.extract_answer(c) for c in comps])
+                maj_ok = top is not None and bool(task.verify(top, r["answer"]))
                 out["pass1_correct"] += sum(ok) / k
                 out["passk_correct"] += any(ok)
-                answers = [task.extract_answer(c) for c in comps]
-                votes = Counter(a for a in answers if a)
-                if votes:
-                    top = votes.most_common(1)[0][0]
-                    out["majk_correct"] += bool(task.verify(top, r["answer"]))
+                out["majk_correct"] += maj_ok
+                if recs is not None:
+                    recs[j].update(k=k, k_correct=sum(ok), maj_answer=top, maj_correct=int(maj_ok))
+        if recs is not None:
+            records.extend(recs)
         if on_chunk is not None:
             on_chunk(len(chunk))
     return dict(out)
