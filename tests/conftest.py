@@ -3,13 +3,21 @@ intra-op thread: two workers on two cores with two threads each would oversubscr
 slows 10-100x when its OpenMP threads wait on each other. Subprocesses the tests start get OMP_NUM_THREADS=1
 themselves (tests/test_resume.cli_env).
 
+Tests never write into the user's cache: the session sets GCFRAME_CACHE to a temporary folder of its own before any
+worker starts (the workers and every command a test starts inherit it), so every SFT base, preference set and
+converted model the tests need is made in it, shared by both workers, and removed when the session ends; a test may
+still point GCFRAME_CACHE elsewhere for itself. GCFRAME_TEST_CACHE=DIR keeps the session's cache in DIR instead, for
+faster reruns while developing (tests/test_isolation.py checks the user's cache is untouched).
+
 Tests leave nothing running: every process a test starts inherits GCFRAME_TEST_SESSION (this pytest process's own
 mark), and when the session ends any process still carrying it (a torchrun worker outside its launcher's process
 group, say) is killed and the session fails, naming it."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -24,6 +32,23 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     import torch
 
     torch.set_num_threads(1)
+
+
+def pytest_configure(config):
+    """In the controlling process (xdist's, or the only one with -n 0), before any worker starts: the session's
+    cache. A worker (config.workerinput) inherits it through its environment."""
+    if hasattr(config, "workerinput"):
+        return
+    own = os.environ.get("GCFRAME_TEST_CACHE")
+    config._gcframe_temp_cache = None if own else tempfile.mkdtemp(prefix="gcframe-test-cache-")
+    os.environ["GCFRAME_CACHE"] = own or config._gcframe_temp_cache
+
+
+def pytest_unconfigure(config):
+    """The controlling process, after every worker has finished: the temporary cache goes."""
+    temp = getattr(config, "_gcframe_temp_cache", None)
+    if temp:
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _leftovers() -> list[tuple[int, str]]:
