@@ -1,5 +1,7 @@
-"""The core claim, for every registered method: ∇(−GC·log π) = ∇(textbook loss), clip active and β > 0."""
+"""The core claim, for every registered method: ∇(−GC·log π) = ∇(textbook loss), clip active and β > 0, to a
+tolerance that sees a float32 normaliser; an unknown method or one without a textbook loss is one line, exit 2."""
 import pytest
+import torch
 
 from gcframe import verify
 from methods import REGISTRY
@@ -64,3 +66,72 @@ def test_the_command_exits_zero(capsys):
     assert all(f"\n{name} " in out for name in REGISTRY)
     assert "nan" not in out  # a method without a clip shows "–" in the clip-fraction column (issue 26)
     assert any(line.startswith("sft ") and " – " in line for line in out.splitlines())
+
+
+def _base():
+    from accelerate import Accelerator
+
+    from gcframe import pipeline
+
+    cfg, task = pipeline.prepare(verify._verify_config())
+    acc = Accelerator(cpu=True)
+    return cfg, task, pipeline.sft_base(cfg, task, acc, show_progress=False)[0], acc
+
+
+@pytest.mark.parametrize("name", ["grpo", "sft"])  # seq-mean-token-mean over 16 rows, token-mean
+def test_a_float32_normaliser_is_caught(rows, monkeypatch, name):
+    """The engine's weights rounded to float32, as they once were: 1/Σ|o| and 1/(|o_i|·N) off by up to 6e-8
+    relative, which the tolerance sees (the textbook side aggregates on its own, in float64)."""
+    from gcframe import engine
+
+    exact = engine.token_weights
+    monkeypatch.setattr(engine, "token_weights", lambda mask, mode, norm, dtype=torch.float32:
+                        exact(mask, mode, norm, torch.float32).to(dtype))
+    assert rows[name]["max_rel_diff"] < 1e-14  # the fixture's rows, with float64 weights
+    assert verify.verify_method(name, *_base())["max_rel_diff"] > 100 * verify.TOLERANCE
+
+
+@pytest.mark.parametrize("mode, expected", [
+    # two sequences, o_1 = (1, 2) and o_2 = (3, 4, 5, 6), T = 4 (test_engine.py's example)
+    ("token-mean", 21 / 6),  # (1+2+3+4+5+6) / 6 tokens
+    ("seq-mean-token-mean", 3.0),  # ((1+2)/2 + (3+4+5+6)/4) / 2 = (1.5 + 4.5) / 2
+    ("seq-mean-token-sum", 10.5),  # (3 + 18) / 2
+    ("seq-mean-token-sum-norm", 21 / 8),  # (3 + 18) / (2 · 4)
+])
+def test_the_textbook_side_aggregates_by_hand(mode, expected):
+    values = torch.tensor([[1.0, 2.0, 9.0, 9.0], [3.0, 4.0, 5.0, 6.0]], dtype=torch.float64)
+    mask = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]], dtype=torch.float64)
+    assert float(verify._mean_as_written(values, mask, mode)) == pytest.approx(expected, rel=1e-15)
+
+
+def _one_line_exit_2(capsys, monkeypatch, argv) -> str:
+    """verify.main(argv) must stop before the SFT base (minutes on a larger one): exit 2, one line on stderr."""
+    from gcframe import pipeline
+
+    def no_base(*_a, **_k):
+        raise AssertionError("trained the SFT base before checking the names")
+
+    monkeypatch.setattr(pipeline, "sft_base", no_base)
+    with pytest.raises(SystemExit) as e:
+        verify.main(argv)
+    out, err = capsys.readouterr()
+    assert e.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1 and not out, (out, err)
+    return err
+
+
+def test_an_unknown_method_is_named_with_the_known_ones(capsys, monkeypatch):
+    err = _one_line_exit_2(capsys, monkeypatch, ["--methods", "grpo,nope"])
+    assert "unknown method 'nope'" in err and "NO TEXTBOOK LOSS" not in err
+    assert all(name in err for name in [*REGISTRY, *verify.VARIANTS])
+
+
+def test_a_method_without_a_textbook_loss_says_how_to_declare_one(capsys, monkeypatch):
+    """A registered method whose file declares no @textbook loss (the README's short my_methods.py): named, with the
+    decorator and the guide; exit 2, where a gradient that differs exits 1 (tests/test_plugins.py)."""
+    from methods.grpo import GRPO
+
+    monkeypatch.setitem(REGISTRY, "reinforce", GRPO)  # registered, but absent from verify.TEXTBOOK
+    for argv in (["--methods", "sft,reinforce"], []):  # named, or among all registered methods
+        err = _one_line_exit_2(capsys, monkeypatch, argv)
+        assert "no textbook loss is declared for 'reinforce'" in err
+        assert '@textbook("reinforce")' in err and "docs/guides/adding-a-method.md" in err
