@@ -1,0 +1,197 @@
+"""analysis.paired: paired differences of per-problem outcomes (seeds × problems), by hand and by simulation."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.paired import (describe, detectable_difference, pairwise, paired_difference, probability_of_improvement,
+                             t_interval, two_way, unpaired_difference)
+from experiments.paired_coverage import simulate, truth
+from gcframe.errors import UserError
+
+
+def frame(tables: dict, metric: str = "greedy", problems=None) -> pd.DataFrame:
+    """Rows (method, seed, problem, metric) from {method: S × P outcomes} (seeds 0.., problems p0..) or
+    {(method, seed): outcomes by problem}."""
+    rows = []
+    for key, y in tables.items():
+        if isinstance(key, tuple):
+            (method, seed), y = key, dict(y)
+            rows += [{"method": method, "seed": seed, "problem": p, metric: v} for p, v in y.items()]
+            continue
+        y = np.asarray(y, float)
+        names = problems or [f"p{j}" for j in range(y.shape[1])]
+        rows += [{"method": key, "seed": s, "problem": names[j], metric: y[s, j]}
+                 for s in range(y.shape[0]) for j in range(y.shape[1])]
+    return pd.DataFrame(rows)
+
+
+def test_two_seeds_three_problems_by_hand():
+    # y_A = [[1,1,1],[1,1,0]], y_B = [[0,0,1],[1,0,0]]  ->  d = [[1,1,0],[0,1,0]], D = 3/6 = 0.5
+    # seed means 2/3, 1/3: MS_S = P·Σ(d̄_s − D)²/(S−1) = 3·(1/36 + 1/36)/1 = 1/6
+    # problem means 1/2, 1, 0: MS_P = S·Σ(d̄_p − D)²/(P−1) = 2·(0 + 1/4 + 1/4)/2 = 1/2
+    # residuals d − d̄_s − d̄_p + D: [[1/3, −1/6, −1/6], [−1/3, 1/6, 1/6]]: SS_E = 2/9 + 4/36 = 1/3,
+    # MS_E = SS_E/((S−1)(P−1)) = (1/3)/2 = 1/6
+    # Var(D) = (1/6 + 1/2 − 1/6)/6 = 1/12, SE = 0.288675
+    # ν = (1/2)² / ((1/6)²/1 + (1/2)²/2 + (1/6)²/2) = 0.25/(12/72) = 1.5; t_{0.975,1.5} = 6.01666
+    # interval 0.5 ± 6.01666·0.288675 = 0.5 ± 1.73686 = [−1.23686, 2.23686]: not separated
+    # seed means A 1, 2/3 and B 1/3, 1/3: A wins all 4 pairs, P(A>B) = 1
+    df = frame({"grpo": [[1, 1, 1], [1, 1, 0]], "ppo": [[0, 0, 1], [1, 0, 0]]})
+    r = paired_difference(df, "grpo", "ppo", "greedy")
+    tw = two_way(np.array([[1, 1, 0], [0, 1, 0]]))
+    assert (tw["ms_s"], tw["ms_p"], tw["ms_e"]) == pytest.approx((1 / 6, 1 / 2, 1 / 6), abs=1e-12)
+    assert r["diff"] == pytest.approx(0.5) and r["se"] == pytest.approx(math.sqrt(1 / 12), abs=1e-12)
+    assert r["df"] == pytest.approx(1.5, abs=1e-12)
+    assert (r["lo"], r["hi"]) == pytest.approx((-1.23686, 2.23686), abs=1e-4)
+    assert r["separated"] is False and r["p_improve"] == 1.0
+    assert (r["n_seeds"], r["n_problems"], r["levels"]) == (2, 3, "seeds × problems")
+    # components: σ²_S = (MS_S − MS_E)/P = 0, σ²_P = (MS_P − MS_E)/S = 1/6, σ²_E = MS_E = 1/6
+    assert (r["var_seed"], r["var_problem"], r["var_resid"]) == pytest.approx((0, 1 / 6, 1 / 6), abs=1e-12)
+
+
+def test_the_variance_is_floored_where_the_moment_estimate_falls_below_the_residual():
+    # d = [[1,0,0],[0,0,1]]: seed means 1/3, 1/3 -> MS_S = 0; problem means 1/2, 0, 1/2 -> MS_P = 2·(1/6)/2 = 1/6;
+    # residuals ±1/2 at the four corners -> MS_E = 1/2. (0 + 1/6 − 1/2)/6 < 0: floored at MS_E/(S·P) = 1/12, 2 df
+    r = paired_difference(frame({"a": [[1, 0, 0], [0, 0, 1]], "b": np.zeros((2, 3))}), "a", "b", "greedy")
+    assert r["se"] == pytest.approx(math.sqrt(1 / 12), abs=1e-12) and r["df"] == 2
+    same = paired_difference(frame({"a": [[1, 0, 1], [0, 1, 1]], "b": [[1, 0, 1], [0, 1, 1]]}), "a", "b", "greedy")
+    assert same["diff"] == 0 and 0 < same["se"] <= 1e-6 and not same["separated"]  # identical outputs: never separated
+    best = paired_difference(frame({"a": np.ones((2, 3)), "b": np.zeros((2, 3))}), "a", "b", "greedy")
+    assert best["diff"] == 1 and best["separated"] and best["lo"] > 0.99
+
+
+def test_probability_of_improvement_by_hand_count():
+    # seed means (4 problems): A 2/4, 3/4, 2/4 and B 2/4, 1/4, 1/4. Pairs A_i > B_j: A=0.5 beats 0.25 twice and
+    # ties 0.5 (½): 2.5; A=0.75 beats all three: 3; A=0.5 again: 2.5. P(A>B) = 8/9
+    a = [[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 0]]
+    b = [[1, 0, 1, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
+    assert paired_difference(frame({"a": a, "b": b}), "a", "b", "greedy")["p_improve"] == pytest.approx(8 / 9)
+    assert paired_difference(frame({"a": a, "b": b}), "b", "a", "greedy")["p_improve"] == pytest.approx(1 / 9)
+    assert probability_of_improvement([0.5, 0.5], [0.5, 0.5]) == 0.5  # all ties
+
+
+def test_runs_on_different_problem_sets_are_refused_naming_both_sets():
+    df = frame({("grpo", 0): {f"p{i}": 1 for i in range(5)}, ("ppo", 0): {f"p{i}": 0 for i in range(4)}})
+    with pytest.raises(UserError) as e:
+        paired_difference(df, "grpo", "ppo", "greedy")
+    msg = str(e.value)
+    m = re.fullmatch(r"grpo seed 0 was evaluated on 5 problems \(set ([0-9a-f]{6})\) but ppo seed 0 on 4 "
+                     r"\(set ([0-9a-f]{6})\): re-score both on one set "
+                     r"\(python -m gcframe.evaluate OUT --problems N\)", msg)
+    assert m and m.group(1) != m.group(2), msg
+    # same size, other ids: the digests tell them apart
+    other = frame({("grpo", 0): {"p0": 1, "p1": 0}, ("ppo", 0): {"p0": 1, "p9": 0}})
+    with pytest.raises(UserError, match=r"on 2 problems \(set [0-9a-f]{6}\) but ppo seed 0 on 2 \(set"):
+        paired_difference(other, "grpo", "ppo", "greedy")
+    # a and b agree per seed, but seed 1 was scored on other problems than seed 0
+    seeds = frame({(m, s): {f"p{i + s}": 1 for i in range(3)} for m in ("grpo", "ppo") for s in (0, 1)})
+    with pytest.raises(UserError, match=r"^grpo seed 0 was evaluated on 3 problems .* but grpo seed 1 on 3 "):
+        paired_difference(seeds, "grpo", "ppo", "greedy")
+
+
+def test_pairs_only_common_seeds_and_refuses_bad_input_in_one_line():
+    df = pd.concat([frame({"grpo": np.ones((3, 4))}), frame({"ppo": np.zeros((2, 4))})])
+    assert paired_difference(df, "grpo", "ppo", "greedy")["n_seeds"] == 2  # seed 2 of grpo has no partner
+    apart = frame({("grpo", 0): {"p0": 1, "p1": 1}, ("ppo", 1): {"p0": 0, "p1": 1}})
+    cases = [(apart, "greedy", "grpo has seeds 0 and ppo seeds 1: no seed in common"),
+             (pd.concat([df, df.iloc[:1]]), "greedy", "grpo seed 0 has more than one row for problem 'p0'"),
+             (df, "majk", "lack the column(s) majk"),
+             (df.assign(greedy=df["greedy"].where(df.index != 1)), "greedy", "grpo has no greedy value for 1")]
+    for data, metric, text in cases:
+        with pytest.raises(UserError, match=re.escape(text)) as e:
+            paired_difference(data, "grpo", "ppo", metric)
+        assert "\n" not in str(e.value)
+    with pytest.raises(UserError, match="no per-problem outcomes for method 'dpo'"):
+        paired_difference(df, "grpo", "dpo", "greedy")
+
+
+def test_one_seed_is_the_paired_t_interval_over_problems():
+    # d = [1, 0, 0, 1] over 4 problems: D = 0.5, MS_P = Σ(d − 0.5)²/3 = 1/3, Var = MS_P/P = 1/12, 3 df;
+    # half-width t_{0.975,3}·√(1/12) = 3.18245·0.288675 = 0.91869
+    df = pd.concat([frame({"grpo": [[1, 1, 0, 1]]}), frame({"ppo": [[0, 1, 0, 0], [1, 1, 1, 1]]})])
+    r = paired_difference(df, "grpo", "ppo", "greedy")
+    assert (r["levels"], r["n_seeds"], r["df"]) == ("problems", 1, 3)
+    assert (r["lo"], r["hi"]) == pytest.approx((0.5 - 0.91869, 0.5 + 0.91869), abs=1e-4)
+    row = pairwise(df).iloc[0]
+    assert describe(row).endswith(", 1 seed, problems only")
+    assert row["problems_to_halve"] == 16 and row["seeds_to_halve"] == "unknown (1 seed)"  # Var = MS_P/P': 4 × P
+
+
+def test_detectable_difference_from_known_components():
+    # σ²_S = 1e-4, σ²_P = 4e-3, σ²_E = 4e-2, S = 3, P = 400:
+    # Var = 1e-4/3 + 4e-3/400 + 4e-2/1200 = 3.3333e-5 + 1e-5 + 3.3333e-5 = 7.6667e-5, SE = 0.0087560
+    # expected mean squares MS_S = 0.04 + 400·1e-4 = 0.08, MS_P = 0.04 + 3·4e-3 = 0.052, MS_E = 0.04:
+    # ν = 0.092² / (0.08²/2 + 0.052²/399 + 0.04²/798) = 0.008464/0.0032088 = 2.6378
+    # MDE = (t_{0.975,ν} + t_{0.80,ν})·SE = (3.44456 + 1.00007)·0.0087560 = 0.038917
+    r = detectable_difference(1e-4, 4e-3, 4e-2, 3, 400)
+    assert r["se"] == pytest.approx(0.0087560, abs=1e-6) and r["df"] == pytest.approx(2.6378, abs=1e-3)
+    assert r["mde"] == pytest.approx(0.038917, abs=1e-5)
+    # halving: Var/4 = 1.9167e-5. More problems leave σ²_S/S = 3.33e-5 > Var/4: not reachable. More seeds:
+    # (σ²_S + σ²_E/P)/(Var/4 − σ²_P/P) = (1e-4 + 1e-4)/(1.9167e-5 − 1e-5) = 21.8 -> 22 seeds
+    assert r["problems_to_halve"] == "not reachable" and r["seeds_to_halve"] == 22
+    # σ²_S = 0, σ²_P = 0.01, σ²_E = 0.04, S = 3, P = 100: Var = 1e-4 + 0.04/300 = 2.3333e-4; with no seed
+    # component four times the problems quarter it: (0.01 + 0.04/3)/(2.3333e-4/4) = 400; more seeds leave
+    # σ²_P/P = 1e-4 > Var/4
+    r = detectable_difference(0.0, 0.01, 0.04, 3, 100)
+    assert r["problems_to_halve"] == 400 and r["seeds_to_halve"] == "not reachable"
+    assert r["df"] == pytest.approx(5.7138, abs=1e-3)  # 0.07² / (0.04²/2 + 0.07²/99 + 0.04²/198)
+
+
+def _coverage(n: int, effect: float, seed_sd: float, rng) -> tuple[float, float, float]:
+    """(coverage of the truth, rate of excluding 0, mean share of σ²_S/S in Var(D)) over n experiments, S=3, P=400."""
+    ya, yb = simulate(rng, n, 3, 400, effect, seed_sd)
+    true, cover, sep, share = truth(effect, seed_sd), 0, 0, 0.0
+    for d in ya - yb:
+        tw = two_way(d)
+        r = t_interval(tw["diff"], tw["var"], tw["df"])
+        cover += r["lo"] <= true <= r["hi"]
+        sep += r["separated"]
+        share += tw["var_seed"] / 3 / tw["var"]
+    return cover / n, sep / n, share / n
+
+
+def test_the_interval_covers_a_known_difference():
+    # experiments/paired_coverage.py's model: logistic problem difficulty, problem × method interaction, per-seed
+    # method effects (SD 0.1 logits: a quarter of Var(D)); truth by quadrature (+0.031 for 0.2 logits)
+    cover, sep, share = _coverage(2000, 0.2, 0.1, np.random.default_rng(0))
+    assert 0.15 < share < 0.4  # the seeds matter here: an interval that ignores them covers less
+    assert 0.92 <= cover <= 0.98 and sep > 0.1
+    # seeds dominating (SD 0.3: ~60% of Var(D)) with 3 seeds: Satterthwaite's ν (2 seed df) under-covers a little
+    cover, _, share = _coverage(1000, 0.2, 0.3, np.random.default_rng(1))
+    assert share > 0.5 and 0.88 <= cover <= 0.98
+
+
+def test_no_difference_is_rarely_separated():
+    cover, sep, _ = _coverage(4000, 0.0, 0.1, np.random.default_rng(2))
+    assert sep <= 0.07 and cover == pytest.approx(1 - sep)  # the truth is 0: covering it is not separating
+
+
+def test_pairwise_rows_describe_and_unpaired_ratio():
+    rng = np.random.default_rng(3)
+    ya, yb = simulate(rng, 1, 3, 200, 0.5, 0.05)
+    _, yc = simulate(rng, 1, 3, 200, 0.0, 0.05)
+    df = frame({"grpo": ya[0], "online_rft": yb[0], "sft": yc[0]})
+    df["passk"] = df["greedy"]
+    df.loc[df["method"] == "sft", "passk"] = np.nan  # sft scored greedy only: no passk pairs with it
+    rows = pairwise(df, methods=["grpo", "online_rft", "sft"])
+    assert [(r.a, r.b, r.metric) for r in rows.itertuples()] == [
+        ("grpo", "online_rft", "greedy"), ("grpo", "online_rft", "passk"), ("grpo", "sft", "greedy"),
+        ("online_rft", "sft", "greedy")]
+    r = rows.iloc[0]
+    u = unpaired_difference(df, "grpo", "online_rft", "greedy")
+    ta, tb = two_way(ya[0]), two_way(yb[0])
+    assert u["diff"] == pytest.approx(r["diff"]) and u["se"] ** 2 == pytest.approx(ta["var"] + tb["var"])
+    # the methods share each problem's difficulty (SD 1.5 logits): pairing removes it from the SE (the half-widths
+    # also carry each interval's t quantile, whose ν the paired one draws mostly from 2 seed df)
+    assert r["se"] < 0.8 * u["se"]
+    assert r["narrowing"] == pytest.approx((r["hi"] - r["lo"]) / (u["hi"] - u["lo"]))
+    design = detectable_difference(r["var_seed"], r["var_problem"], r["var_resid"], 3, 200)
+    assert r["mde"] == design["mde"] and r["seeds_to_halve"] == design["seeds_to_halve"]
+    assert re.fullmatch(r"grpo − online_rft, greedy: [+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\], P\(A>B\) "
+                        r"\d\.\d\d, (separated|not separated)", describe(r)), describe(r)
+    two = pairwise(frame({"grpo": [[1, 1, 1], [1, 1, 0]], "ppo": [[0, 0, 1], [1, 0, 0]]})).iloc[0]
+    assert describe(two) == "grpo − ppo, greedy: +0.500 [-1.237, +2.237], P(A>B) 1.00, not separated, 2 seeds"
