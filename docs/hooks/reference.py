@@ -10,9 +10,27 @@ Two markers, each on a line of its own in a page's Markdown:
         its gradient coefficient (the `coefficients` docstring), the module's notes, and its options (its Config)
 
 The types and defaults come from `dataclasses.fields` of the imported class, the docstrings from the source (the
-string literal under each field, as mkdocstrings reads them). The build warns, and so fails under `--strict`, when a
-field has no docstring, a method has no `coefficients` docstring, a marker names something that does not exist, or a
-file in methods/ has no page in docs/methods/.
+string literal under each field, as mkdocstrings reads them).
+
+Numbers that the prose quotes from the code or the default config are placeholders, filled in when the site is
+built, so that a page cannot go on quoting a value the code no longer has:
+
+    {{ config.task.n_demos }}        what `python experiments/compare.py` runs: the built-in defaults under
+                                     experiments/configs/default.yaml (its `run:` section aside)
+    {{ builtin.train.checkpoint_every }}
+                                     a built-in default (gcframe.config.RunConfig), what a config that leaves the
+                                     option unset gets
+    {{ tiny_llama.parameters }}      the parameter count of the default config's tiny Llama, e.g. 1.06M
+                                     (`tiny_llama.float32_mb`: its weights' size in float32, MB)
+    {{ py.gcframe.tracking.health.WINDOW }}
+                                     any module-level value, attributes and mapping keys followed by dots
+
+An optional Python format spec follows a colon: `{{ py.gcframe.tracking.health.THRESHOLDS.truncated_frac:.0% }}`
+gives 25%. Without one an integer is written with thousands separators (1,000), a switch as true/false.
+
+The build warns, and so fails under `--strict`, when a field has no docstring, a method has no `coefficients`
+docstring, a marker or placeholder names something that does not exist, or a file in methods/ has no page in
+docs/methods/.
 """
 from __future__ import annotations
 
@@ -30,12 +48,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 log = logging.getLogger("mkdocs.hooks.gcframe")
 MARKER = re.compile(r"^<!-- gcframe:(config|method) ([\w.]+)(?: ([\w.]+))? -->$", re.M)
+VALUE = re.compile(r"\{\{ *(\w+)\.([\w.]+)(?::([^}]*?))? *\}\}")
 NOT_METHODS = {"__init__", "base"}
+DEFAULT_CONFIG = ROOT / "experiments" / "configs" / "default.yaml"
+_sources: dict[str, object] = {}  # the objects placeholders read, built once per build
 
 
 def on_config(config, **kwargs):
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+    _sources.clear()  # `mkdocs serve` rebuilds in one process: read the config and the code again
     return config
 
 
@@ -57,7 +79,15 @@ def on_page_markdown(markdown, page, config, files, **kwargs):
             log.warning(f"{page.file.src_uri}: marker '{m.group(0)}' names nothing usable ({type(e).__name__}: {e})")
             return ""
 
-    return MARKER.sub(render, markdown)
+    def value(m: re.Match) -> str:
+        try:
+            return fill(*m.groups())
+        except (ImportError, AttributeError, KeyError, TypeError, ValueError) as e:
+            log.warning(f"{page.file.src_uri}: placeholder '{m.group(0)}' names nothing usable "
+                        f"({type(e).__name__}: {e})")
+            return m.group(0)
+
+    return VALUE.sub(value, MARKER.sub(render, markdown))
 
 
 # -- reading the code ---------------------------------------------------------------------------------------------
@@ -69,9 +99,7 @@ def resolve(dotted: str):
             obj = importlib.import_module(".".join(parts[:i]))
         except ImportError:
             continue
-        for name in parts[i:]:
-            obj = getattr(obj, name)
-        return obj
+        return lookup(obj, ".".join(parts[i:])) if parts[i:] else obj
     raise ImportError(f"no module in {dotted}")
 
 
@@ -106,6 +134,60 @@ def default_text(f: dataclasses.Field) -> str:
     if isinstance(value, str):
         return value if value else '""'
     return repr(value)
+
+
+def source(name: str):
+    """The object a placeholder's first word names (see the module docstring), built on first use."""
+    if name not in _sources:
+        if name == "config":
+            from gcframe.config import from_dict, load_yaml
+
+            raw = load_yaml(DEFAULT_CONFIG)
+            raw.pop("run", None)  # compare.py's own section: which methods and seeds
+            _sources[name] = from_dict(raw)
+        elif name == "builtin":
+            from gcframe.config import RunConfig
+
+            _sources[name] = RunConfig()
+        elif name == "tiny_llama":
+            from gcframe.modeling import build_char_tokenizer, build_tiny_llama
+
+            model = build_tiny_llama(build_char_tokenizer(), source("config").model)
+            n = sum(p.numel() for p in model.parameters())
+            _sources[name] = {"parameters": Millions(n), "float32_mb": f"{4 * n / 1e6:.1f}"}
+        elif name == "py":
+            _sources[name] = None  # the path itself is a dotted name: resolve() imports it
+        else:
+            raise KeyError(f"unknown source '{name}': use config, builtin, tiny_llama or py")
+    return _sources[name]
+
+
+class Millions(int):
+    """A parameter count, written 1.06M."""
+
+    def __format__(self, spec: str) -> str:
+        return f"{self / 1e6:.2f}M" if not spec else int.__format__(self, spec)
+
+
+def lookup(obj, path: str):
+    """`path`'s dotted parts as attributes or mapping keys of `obj`."""
+    for part in path.split("."):
+        obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
+    return obj
+
+
+def fill(name: str, path: str, spec: str | None) -> str:
+    """The text of one placeholder `{{ name.path:spec }}`."""
+    value = resolve(path) if name == "py" else lookup(source(name), path)
+    if dataclasses.is_dataclass(value) or isinstance(value, (dict, list, tuple, set, type)) or callable(value):
+        raise TypeError(f"{path} is a {type(value).__name__}, not a single value")
+    if spec:
+        return format(value, spec)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if type(value) is int:
+        return format(value, ",")
+    return format(value, "")
 
 
 # -- rendering ------------------------------------------------------------------------------------------------------

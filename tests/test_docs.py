@@ -1,0 +1,151 @@
+"""The documentation reads: the README stays short (at most 200 lines) and its links resolve; the numbers the docs
+quote from the default config and the code are filled in by the site's hook (docs/hooks/reference.py) when the site
+is built, never retyped; formulas are mathematics (arithmatex + MathJax); the generated option tables keep an
+option's name, type and default whole; the docs extra has the formatter mkdocstrings formats signatures with.
+
+`mkdocs build --strict` itself runs in .ci/run; these tests run the hook on the pages directly (seconds, no site)."""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import re
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+DEFAULT_YAML = ROOT / "experiments" / "configs" / "default.yaml"
+README_MAX_LINES = 200
+
+
+@pytest.fixture(scope="module")
+def hook():
+    spec = importlib.util.spec_from_file_location("gcframe_docs_hook", DOCS / "hooks" / "reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.on_config({})
+    return module
+
+
+def render(hook, markdown: str, src_uri: str = "test.md") -> str:
+    page = SimpleNamespace(file=SimpleNamespace(src_uri=src_uri))
+    return hook.on_page_markdown(markdown, page=page, config={}, files=[])
+
+
+def default_yaml() -> dict:
+    return yaml.safe_load(DEFAULT_YAML.read_text())
+
+
+def mkdocs_yml() -> dict:
+    return yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+
+
+# -- the README -----------------------------------------------------------------------------------------------------
+def test_the_readme_is_at_most_200_lines():
+    n = len(README.read_text().splitlines())
+    assert n <= README_MAX_LINES, f"README.md has {n} lines: keep it to {README_MAX_LINES}, move detail into docs/"
+
+
+def test_the_readmes_relative_links_point_at_files():
+    text = README.read_text()
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    local = [t.split("#")[0] for t in targets if not re.match(r"[a-z]+://", t) and not t.startswith("#")]
+    assert local, "the README links into docs/ and results/"
+    missing = [t for t in local if not (ROOT / t).exists()]
+    assert missing == []
+
+
+# -- numbers read from the config, not retyped ------------------------------------------------------------------------
+def test_placeholders_read_the_default_config_the_built_in_defaults_and_the_code(hook):
+    from gcframe.config import RunConfig
+    from gcframe.tracking import health
+
+    raw = default_yaml()
+    assert hook.fill("config", "task.n_demos", None) == f"{raw['task']['n_demos']:,}"  # e.g. 1000 -> "1,000"
+    assert hook.fill("config", "train.steps", None) == f"{raw['train']['steps']:,}"
+    assert hook.fill("builtin", "train.checkpoint_every", None) == f"{RunConfig().train.checkpoint_every:,}"
+    # a format spec after the colon: 0.25 -> "25%"
+    assert (hook.fill("py", "gcframe.tracking.health.THRESHOLDS.truncated_frac", ".0%")
+            == f"{health.THRESHOLDS['truncated_frac']:.0%}")
+    assert re.fullmatch(r"\d+\.\d\dM", hook.fill("tiny_llama", "parameters", None))  # e.g. 1.06M
+
+
+def test_getting_started_quotes_the_default_configs_demonstrations_and_stage1_steps(hook):
+    raw_page = (DOCS / "getting-started.md").read_text()
+    assert not re.search(r"\d[\d,]* demonstrations", raw_page), "write {{ config.task.n_demos }}, not the number"
+    page = render(hook, raw_page, "getting-started.md")
+    raw = default_yaml()
+    assert f"{raw['task']['n_demos']:,} demonstrations" in page
+    assert f"for {raw['sft_base']['steps']:,} steps" in page
+
+
+def test_every_page_fills_its_placeholders_and_markers_without_a_warning(hook, caplog):
+    pages = sorted(p for p in DOCS.rglob("*.md"))
+    assert len(pages) > 20
+    with caplog.at_level(logging.WARNING, logger="mkdocs.hooks.gcframe"):
+        for p in pages:
+            out = render(hook, p.read_text(), str(p.relative_to(DOCS)))
+            assert "{{" not in out, f"{p}: a placeholder was left unfilled"
+            assert "<!-- gcframe:" not in out, f"{p}: a marker was left unrendered"
+    assert [r.getMessage() for r in caplog.records] == []
+
+
+@pytest.mark.parametrize("placeholder", ["{{ config.task.no_such_option }}", "{{ nowhere.task.n_demos }}",
+                                         "{{ config.task }}", "{{ py.gcframe.tracking.health.NO_SUCH }}"])
+def test_a_placeholder_that_names_nothing_usable_fails_the_strict_build(hook, caplog, placeholder):
+    with caplog.at_level(logging.WARNING, logger="mkdocs.hooks.gcframe"):
+        out = render(hook, f"trained on {placeholder} demonstrations", "guide.md")
+    assert placeholder in out  # left as written, and a warning, which `mkdocs build --strict` turns into a failure
+    assert any("guide.md: placeholder" in r.getMessage() for r in caplog.records)
+
+
+# -- formulas as mathematics --------------------------------------------------------------------------------------
+def test_the_site_renders_formulas_as_mathematics():
+    cfg = mkdocs_yml()
+    ext = [e for e in cfg["markdown_extensions"] if isinstance(e, dict) and "pymdownx.arithmatex" in e]
+    assert ext and ext[0]["pymdownx.arithmatex"]["generic"] is True
+    scripts = cfg["extra_javascript"]
+    assert any("mathjax" in s and s.startswith("https://") for s in scripts), "MathJax, loaded by the browser"
+    assert all((DOCS / s).is_file() for s in scripts if not s.startswith("https://"))
+
+
+def test_the_idea_and_every_method_page_state_their_formula_as_mathematics():
+    idea = (DOCS / "concepts" / "idea.md").read_text()
+    assert re.search(r"\$\$\n\\nabla_\\theta J\(\\theta\) =", idea)
+    assert "∇J(θ) = E_" not in idea and "∇J(θ) = E_" in README.read_text()  # the README keeps the plain text
+    stems = sorted(p.stem for p in (ROOT / "methods").glob("*.py") if p.stem not in ("__init__", "base"))
+    assert len(stems) >= 8
+    for stem in stems:
+        page = (DOCS / "methods" / f"{stem}.md").read_text()
+        display = re.findall(r"^\$\$\n(.*?)^\$\$$", page, re.S | re.M)
+        assert any(r"\mathrm{GC}" in d for d in display), f"docs/methods/{stem}.md: no GC formula as mathematics"
+
+
+# -- option tables ---------------------------------------------------------------------------------------------------
+def test_option_tables_keep_names_types_and_defaults_whole(hook):
+    table = hook.config_table("gcframe.config.TrainConfig", "train")
+    rows = re.findall(r"<tr id=[^>]*>(.*?)</tr>", table)
+    assert rows and all(re.match(r"(<td><code>[^<]+</code></td>){3}<td>", r) for r in rows)
+    assert '<table class="gcframe-config">' in table
+    sheets = mkdocs_yml()["extra_css"]
+    css = "".join((DOCS / s).read_text() for s in sheets)
+    rules = re.findall(r"([^{}]+)\{([^{}]*)\}", re.sub(r"/\*.*?\*/", "", css, flags=re.S))
+    nowrap = [sel for sel, body in rules if re.search(r"white-space:\s*nowrap", body)]
+    assert any("table.gcframe-config td:nth-child(-n+3) code" in sel for sel in nowrap), nowrap
+    assert any(re.search(r"table\.gcframe-config td:nth-child\(-n\+3\)\s*(,|$)", sel) for sel in nowrap), nowrap
+
+
+# -- the docs extra --------------------------------------------------------------------------------------------------
+def test_the_docs_extra_installs_a_formatter_for_mkdocstrings_signatures():
+    """mkdocstrings-python formats separated signatures with Black or Ruff, and says so when neither is installed."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    names = {Requirement(r).name for r in extras["docs"]}
+    assert names & {"black", "ruff"}, names
+    options = mkdocs_yml()["plugins"][1]["mkdocstrings"]["handlers"]["python"]["options"]
+    assert options["separate_signature"] is True
