@@ -74,9 +74,59 @@ class Runs:
         """The step-0 evaluation rows: the SFT base, evaluated by every run with that run's seed."""
         return self.eval[self.eval["step"] == 0]
 
+    def outcomes(self) -> tuple[pd.DataFrame, str]:
+        """Per-problem outcomes of every run's final model -> (rows of method, seed, problem, greedy[, majk, passk,
+        pass1]; where they come from). A re-scoring every run has (RUN/rescored/final-n<N>-k<K>.jsonl, `python -m
+        gcframe.evaluate`) is preferred, the largest N then K; else the last evaluation of RUN/problems.jsonl."""
+        return final_outcomes(self.out, self.methods)
+
     def reward_source(self, method: str, seed: int) -> str:
         return ((self.configs.get((method, seed)) or {}).get("train") or {}).get("reward", "verifier")
 
+
+
+OUTCOME_COLUMNS = {"greedy_correct": "greedy", "maj_correct": "majk"}  # per-problem file -> analysis.paired
+
+
+def _outcome_frame(rows: list[dict], method: str, seed: int) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    out = df[["problem"]].assign(method=method, seed=seed)
+    for col, name in OUTCOME_COLUMNS.items():
+        if col in df:
+            out[name] = df[col].astype(float)
+    if "k_correct" in df and df["k_correct"].notna().all():
+        out["passk"] = (df["k_correct"] > 0).astype(float)
+        out["pass1"] = df["k_correct"] / df["k"]
+    return out
+
+
+def final_outcomes(out: Path, methods: list[str] | None = None) -> tuple[pd.DataFrame, str]:
+    """`Runs.outcomes` for a compare.py folder (see there)."""
+    from gcframe.evaluate.problems import FILE, RESCORED
+
+    runs = sorted(p for p in Path(out).glob("*/seed*") if p.is_dir() and p.name[4:].isdigit())
+    runs = [r for r in runs if methods is None or r.parent.name in methods]
+    scored = [{tuple(int(x[1:]) for x in f.stem.split("-")[-2:]) for f in (r / RESCORED).glob("final-n*-k*.jsonl")}
+              for r in runs]  # {(n, k)} per run
+    common = set.intersection(*scored) if scored else set()
+    parts, source = [], ""
+    if common:
+        n, k = max(common)
+        for r in runs:
+            parts.append(_outcome_frame(read_jsonl(r / RESCORED / f"final-n{n}-k{k}.jsonl"), r.parent.name,
+                                        int(r.name[4:])))
+        source = f"final models re-scored on {n} held-out problems" + (f", {k} samples each" if k else "")
+    else:
+        for r in runs:
+            rows = read_jsonl(r / FILE) if (r / FILE).is_file() else []
+            last = max((x["step"] for x in rows), default=None)
+            if last:  # a run that has evaluated only its base has nothing to compare yet
+                parts.append(_outcome_frame([x for x in rows if x["step"] == last], r.parent.name, int(r.name[4:])))
+        if parts:
+            n = max(len(p) for p in parts)
+            source = f"the last evaluation of each run, {n} held-out problems"
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["method", "seed", "problem"])
+    return frame, source
 
 
 def palette(methods: list[str]) -> dict:

@@ -27,7 +27,7 @@ from gcframe.config import RunConfig
 from gcframe.context import Context
 from gcframe.engine import Normaliser, token_logprobs, weighted_mle_loss
 from gcframe.errors import UserError
-from gcframe.evaluate import COUNT_KEYS, evaluate, rates
+from gcframe.evaluate import COUNT_KEYS, eval_seed, evaluate, rates
 from gcframe.evaluate.problems import FILE as PROBLEMS_FILE
 from gcframe.evaluate.problems import heldout_rows, write_rows
 from gcframe.kl import k3
@@ -64,13 +64,6 @@ def lr_factor(warmup: int, steps: int, schedule: str):
         return 1.0
 
     return factor
-
-
-def eval_seed(seed: int, step: int, rank: int = 0) -> int:
-    """The seed of the evaluation at `step` of a run with `seed`, on process `rank`: its own stream, apart from the
-    training generator's (Trainer.evaluate)."""
-    digest = hashlib.blake2b(f"eval|{seed}|{step}|{rank}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & ((1 << 63) - 1)
 
 
 class Tally:

@@ -3,7 +3,7 @@ models on any number of held-out problems:
 
     python -m gcframe.evaluate OUT --problems 500 --k 8      # gcframe/evaluate/rescore.py
 """
-from gcframe.evaluate.core import COUNT_KEYS, evaluate, majority, rates
+from gcframe.evaluate.core import COUNT_KEYS, eval_seed, evaluate, majority, rates
 from gcframe.evaluate.problems import FIELDS, problem_id
 
-__all__ = ["COUNT_KEYS", "FIELDS", "evaluate", "majority", "problem_id", "rates"]
+__all__ = ["COUNT_KEYS", "FIELDS", "eval_seed", "evaluate", "majority", "problem_id", "rates"]

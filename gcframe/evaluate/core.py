@@ -7,6 +7,7 @@ each batch of sampled completions and returns more sums to add (the trainer's KL
 """
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 
 import torch
@@ -17,6 +18,13 @@ from gcframe.sampling import Generator
 COUNT_KEYS = ("n", "greedy_correct", "pass1_correct", "passk_correct", "majk_correct",
               "kl_sum", "kl_tokens", "proxy_sum", "proxy_n")
 """Every sum `evaluate` may return (with its hook): a fixed list, so processes reduce the same vector."""
+
+
+def eval_seed(seed: int, step: int, rank: int = 0) -> int:
+    """The seed of the evaluation at `step` of a run with `seed`, on process `rank`: a stream of its own, apart from
+    the training generator's, the same for every method of the seed (Trainer.evaluate, the re-scoring command)."""
+    digest = hashlib.blake2b(f"eval|{seed}|{step}|{rank}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & ((1 << 63) - 1)
 
 
 def _chunks(rows: list[dict], size: int):

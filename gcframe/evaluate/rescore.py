@@ -1,0 +1,212 @@
+"""Score finished runs' models again, on any number of held-out problems, without retraining.
+
+    python -m gcframe.evaluate OUT --problems 500 --k 8       # every run of a compare.py folder: final models
+    python -m gcframe.evaluate OUT/grpo/seed0 --problems 500  # one run
+    python -m gcframe.evaluate OUT --checkpoints              # also the checkpoints a run kept (train.keep_checkpoints)
+
+Each model's per-problem outcomes go to RUN/rescored/<model>-n<N>-k<K>.jsonl (the columns of RUN/problems.jsonl,
+`gcframe.evaluate.problems`), written whole when the model is done. Resumable: the same command again skips what is
+written. Parallel: start it in two shells (one thread each): the processes split the models by claim files
+(RUN/rescored/<name>.claim), as compare.py splits its cells. The evaluation draws from its own seeded generator
+(`eval_seed`: the run's seed and the model's step), so a model scored twice gives the same rows, and every method of
+a seed draws the same random numbers. The report (`python -m analysis.report OUT`) then pairs the methods on these
+problems (analysis.paired).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from gcframe.errors import UserError, cli_entry
+
+RUN_KEYS = ("method", "models")  # what a run's config.yaml holds beside the RunConfig sections
+
+
+def find_runs(path: Path) -> list[Path]:
+    """The run folders under `path`: itself (a run: config.yaml and final/ or checkpoints/) or OUT/<label>/seed<k>."""
+    if (path / "config.yaml").is_file() and ((path / "final").is_dir() or (path / "checkpoints").is_dir()):
+        return [path]
+    return sorted(p for p in path.glob("*/seed*") if p.is_dir() and p.name[4:].isdigit()
+                  and (p / "config.yaml").is_file())
+
+
+def run_config(run: Path) -> dict:
+    from gcframe.config import load_yaml
+
+    return {k: v for k, v in load_yaml(run / "config.yaml").items() if k not in RUN_KEYS}
+
+
+def check_same_task(runs: list[Path], configs: list[dict]) -> None:
+    """Runs whose problems differ (another task, another prompt format or model) cannot be scored as one set."""
+    first = {k: configs[0].get(k) for k in ("task",)} | {"model": (configs[0].get("model") or {}).get("path")}
+    for run, cfg in zip(runs[1:], configs[1:]):
+        mine = {"task": cfg.get("task"), "model": (cfg.get("model") or {}).get("path")}
+        if mine != first:
+            what = "task" if mine["task"] != first["task"] else "model.path"
+            raise UserError(f"{runs[0]} and {run} are runs of different tasks ({what} differs): re-score each "
+                            "comparison folder on its own")
+
+
+def models_of(run: Path, steps: int, checkpoints: bool) -> list[tuple[str, int, Path]]:
+    """(name, step, path) of every model of a run to score: final/ and, with `checkpoints`, the kept checkpoints."""
+    out = [("final", steps, run / "final")] if (run / "final").is_dir() else []
+    if checkpoints:
+        for ckpt in sorted((run / "checkpoints").glob("step-*")):
+            if (ckpt / "state.pt").is_file() and not ckpt.name.endswith(".tmp"):
+                out.append((ckpt.name, int(ckpt.name.split("-")[-1]), ckpt))
+    return out
+
+
+def load_final(path: Path):
+    """(model, tokenizer) of a run's final/ folder: a full model, or a LoRA adapter merged onto its base in memory
+    (nothing is written, unlike `--model RUN/final`, which caches the merged model)."""
+    import json
+
+    from gcframe.modeling import load_model_and_tokenizer
+    from gcframe.modeling.loading import load_tokenizer
+
+    if not (path / "adapter_config.json").is_file():
+        return load_model_and_tokenizer(str(path))
+    from peft import PeftModel
+
+    from gcframe.modeling.adapters import quiet_peft
+
+    base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    model, _ = load_model_and_tokenizer(base)
+    with quiet_peft():
+        model = PeftModel.from_pretrained(model, str(path)).merge_and_unload()
+    return model, load_tokenizer(str(path))
+
+
+def load_checkpoint(ckpt: Path, cfg, base_dir: str):
+    """(model, tokenizer) of a resumable checkpoint: the run's base with the policy's saved weights."""
+    import torch
+
+    from gcframe.modeling import load_model_and_tokenizer, prepare_policy
+
+    if (ckpt / "sharded").is_dir():
+        raise UserError(f"{ckpt} holds FSDP2 shards: score it by resuming the run to its end, or keep full "
+                        "checkpoints (train.shard: none)")
+    model, tok = load_model_and_tokenizer(base_dir)
+    model = prepare_policy(model, False, cfg.model.lora_rank)
+    state = torch.load(ckpt / "state.pt", map_location="cpu", weights_only=False)
+    model.load_state_dict(state["policy"])
+    return model, tok
+
+
+def score(model, tok, cfg, task, rows: list[dict], k: int, seed: int, step: int, show: bool, label: str) -> list:
+    """Per-problem records of one model on `rows`, drawn from the evaluation's own generator (eval_seed)."""
+    import torch
+
+    from gcframe.evaluate.core import eval_seed, evaluate
+    from gcframe.modeling import evaluating
+    from gcframe.sampling import GenerationConfig, Generator
+    from gcframe.tracking.progress import progress
+
+    generator = Generator(tok, GenerationConfig(cfg.train.max_new_tokens, cfg.train.temperature))
+    records: list[dict] = []
+    with progress(total=len(rows), desc=label, unit="problem", show=show) as bar, evaluating(model), \
+            torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(eval_seed(seed, step))
+        evaluate(model, generator, task, rows, k=k, on_chunk=bar.update, records=records)
+    return records
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("path", help="a compare.py output folder, or one run folder (OUT/<method>/seed<k>)")
+    p.add_argument("--problems", type=int, metavar="N", help="held-out problems to score (default: the runs' "
+                   "train.eval_size); at most the task's task.n_heldout")
+    p.add_argument("--k", type=int, default=0, help="samples per problem for pass@k and maj@k (default 0: greedy only)")
+    p.add_argument("--checkpoints", action="store_true", help="also score the checkpoints runs kept")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p.parse_args(argv)
+
+
+@cli_entry
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    path = Path(args.path)
+    if not path.is_dir():
+        raise UserError(f"'{path}' is not a folder: give a compare.py output folder or a run folder")
+    if args.k < 0 or (args.problems is not None and args.problems < 1):
+        raise UserError("--problems must be >= 1 and --k >= 0")
+    runs = find_runs(path)
+    configs = [run_config(r) for r in runs]
+    steps = [((c.get("train") or {}).get("steps") or 0) for c in configs]
+    work = [(run, c, *m) for run, c, s in zip(runs, configs, steps) for m in models_of(run, s, args.checkpoints)]
+    if not work:
+        raise UserError(f"no final models under '{path}': expected {path}/<method>/seed<k>/final (a finished "
+                        "compare.py run)" + ("" if args.checkpoints else " or, with --checkpoints, kept checkpoints"))
+    check_same_task(runs, configs)
+    return _rescore(args, path, work)
+
+
+def _rescore(args, path: Path, work: list) -> int:
+    from gcframe import pipeline
+    from gcframe.config import from_dict
+    from gcframe.evaluate.problems import RESCORED, heldout_rows, write_rows
+    from gcframe.tracking import claims
+
+    cfg, task = pipeline.prepare(from_dict(work[0][1]))
+    n = args.problems or cfg.train.eval_size
+    if n > len(task.heldout):
+        raise UserError(f"--problems {n} is more than the task's {len(task.heldout)} held-out problems "
+                        "(task.n_heldout): ask for at most that many; more needs runs made with a larger "
+                        "task.n_heldout (a held-out problem must never have been a training prompt)")
+    rows = heldout_rows(task, n)
+    show = not args.no_progress
+    done, elsewhere, t_start = [], [], time.time()
+    for run, raw, name, step, model_path in work:
+        out = run / RESCORED / f"{name}-n{n}-k{args.k}.jsonl"
+        label = f"{run.parent.name} {run.name} {name}"
+        if out.is_file():
+            done.append((label, out))
+            continue
+        claim = out.with_suffix(".claim")
+        if not claims.acquire(claim):
+            elsewhere.append(label)
+            continue
+        try:
+            run_cfg = from_dict(raw)
+            if name == "final":
+                model, tok = load_final(model_path)
+            else:
+                model, tok = load_checkpoint(model_path, run_cfg, base_of(run_cfg, task))
+            t0 = time.time()
+            records = score(model, tok, run_cfg, task, rows, args.k, run_cfg.seed, step, show, label)
+            write_rows(out, step, records, append=False)
+            done.append((label, out))
+            acc = sum(r["greedy_correct"] for r in records) / len(records)
+            print(f"{label}: greedy {acc:.3f} on {n} problems ({time.time() - t0:.0f} s) -> {out}", flush=True)
+        finally:
+            claims.release(claim)
+    print(f"\nre-scored {len(done)} model(s) on {n} held-out problems (k = {args.k}) in {time.time() - t_start:.0f} s; "
+          f"per-problem rows in <run>/{RESCORED}/*-n{n}-k{args.k}.jsonl")
+    if elsewhere:
+        print(f"{len(elsewhere)} model(s) are being scored by another process: {', '.join(elsewhere)}")
+    else:
+        print(f"the report pairs methods on them: python -m analysis.report {path}")
+    return 0
+
+
+def base_of(cfg, task) -> str:
+    """The base a checkpoint's policy was trained from: the pretrained model, or the cached SFT base of stage 1."""
+    from gcframe import pipeline
+    from gcframe.modeling import resolve_model_path
+    from gcframe.tracking.log import cache_root
+
+    if cfg.model.path:
+        return resolve_model_path(cfg.model.path)
+    d = cache_root() / "sft_base" / pipeline.base_key(cfg)
+    if not (d / "config.json").is_file():
+        raise UserError(f"the SFT base of these runs is not in the cache ({d}): score final models only, or run "
+                        "compare.py with the runs' config once to train it")
+    return str(d)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

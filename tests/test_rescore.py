@@ -1,0 +1,101 @@
+"""python -m gcframe.evaluate: a finished run's final model scored again on more problems, without retraining."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments.bench_common import Size, build_base, make_trainer
+from gcframe.evaluate.rescore import main
+from gcframe.tracking import final_model
+from gcframe.tracking.log import read_jsonl
+
+SIZE = Size("test", 32, 2, 4, 64, prompts=2, group=4, new_tokens=4)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    """A compare.py-like folder: grpo and rloo, seed 0, 3 steps, evaluated on 8 of the task's 16 held-out problems."""
+    root = tmp_path_factory.mktemp("rescore")
+    build_base(SIZE, str(root / "base"))
+    for method in ("grpo", "rloo"):
+        tr = make_trainer(method, SIZE, str(root / "base"), str(root / "out" / method / "seed0"), steps=3)
+        tr.tcfg.eval_size, tr.tcfg.eval_k = 8, 2
+        tr.fit()
+        final_model.finish(tr)
+    return root / "out"
+
+
+def test_rescoring_on_more_problems_repeats_the_final_evaluation_on_the_ones_it_had(out, capsys):
+    assert main([str(out), "--problems", "16", "--k", "2", "--no-progress"]) == 0
+    for method in ("grpo", "rloo"):
+        run = out / method / "seed0"
+        trained = [r for r in read_jsonl(run / "problems.jsonl") if r["step"] == 3]
+        again = read_jsonl(run / "rescored" / "final-n16-k2.jsonl")
+        assert len(trained) == 8 and len(again) == 16 and all(r["step"] == 3 for r in again)
+        greedy = ("problem", "index", "greedy_correct", "greedy_answer", "completion_len", "truncated")
+        # the same model, greedy: the same answers on the 8 problems both evaluations scored
+        assert [{k: r[k] for k in greedy} for r in again[:8]] == [{k: r[k] for k in greedy} for r in trained]
+        assert all(r["k"] == 2 and 0 <= r["k_correct"] <= 2 for r in again)
+    assert "re-scored 2 model(s) on 16 held-out problems" in capsys.readouterr().out
+    stamp = (out / "grpo" / "seed0" / "rescored" / "final-n16-k2.jsonl").stat().st_mtime_ns
+    assert main([str(out), "--problems", "16", "--k", "2", "--no-progress"]) == 0  # resumed: nothing left to do
+    assert (out / "grpo" / "seed0" / "rescored" / "final-n16-k2.jsonl").stat().st_mtime_ns == stamp
+
+
+def test_a_model_another_process_holds_is_left_to_it(out, capsys):
+    claim = out / "rloo" / "seed0" / "rescored" / "final-n4-k0.claim"
+    claim.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        import socket
+
+        claim.write_text(f"{socket.gethostname()}:{holder.pid}")
+        assert main([str(out), "--problems", "4", "--no-progress"]) == 0
+        assert (out / "grpo" / "seed0" / "rescored" / "final-n4-k0.jsonl").is_file()
+        assert not (out / "rloo" / "seed0" / "rescored" / "final-n4-k0.jsonl").exists()
+        assert "being scored by another process: rloo seed0 final" in capsys.readouterr().out
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _cli(*args, cwd=ROOT):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "gcframe.evaluate", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, env=env)
+
+
+def _files(folder: Path) -> set:
+    return {p for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("case", ["no final models", "different tasks", "too many problems"])
+def test_bad_input_is_one_line_and_writes_nothing(out, tmp_path, case):
+    if case == "no final models":
+        target = tmp_path / "empty"
+        (target / "grpo" / "seed0").mkdir(parents=True)
+        (target / "grpo" / "seed0" / "config.yaml").write_text("seed: 0\n")
+        args, expect = [target], "no final models under"
+    elif case == "different tasks":
+        target = tmp_path / "mixed"
+        import shutil
+
+        shutil.copytree(out, target, ignore=shutil.ignore_patterns("rescored"))
+        cfg_file = target / "rloo" / "seed0" / "config.yaml"
+        cfg = yaml.safe_load(cfg_file.read_text())
+        cfg["task"]["digits"] = 3
+        cfg_file.write_text(yaml.safe_dump(cfg))
+        args, expect = [target], "runs of different tasks (task differs)"
+    else:
+        target = out
+        args, expect = [target, "--problems", "17"], "more than the task's 16 held-out problems"
+    before = _files(target)
+    res = _cli(*args)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and expect in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and _files(target) == before
