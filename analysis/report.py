@@ -157,9 +157,30 @@ def finding_rows(runs: Runs) -> list[dict]:
 # -- figures -----------------------------------------------------------------------------------------------------
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight" if fig.legends else None)  # a legend under the panels included
     plt.close(fig)
     return path
+
+
+def _room_below(ax, frac: float = 0.15) -> None:
+    """Lower the panel's floor so that the "not shown: ..." note in its bottom-left corner (Runs.omitted) lies
+    under the data, not on it."""
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo - frac * (hi - lo), hi)
+
+
+def _legend_below(fig, axes) -> None:
+    """One legend for the whole figure, under its panels, where no data is (a legend inside a panel sat on the runs'
+    end points): every panel's entries, each label once, the panels' own legends removed."""
+    entries: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    if entries:
+        fig.legend(list(entries.values()), list(entries), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=min(len(entries), 9), fontsize=8, frameon=False)
 
 
 def _on_grid(ev: pd.DataFrame, x: str, y: str, n: int = 40) -> pd.DataFrame:
@@ -188,9 +209,8 @@ def fig_learning_curves(runs: Runs, path: Path) -> Path:
             sns.lineplot(data=data, x=x, y="eval_accuracy", hue="method", palette=runs.palette, ax=ax,
                          hue_order=[m for m in runs.methods if m in set(data["method"])], errorbar=("pi", 100),
                          marker="o" if x == "step" else None, legend=ax is axes[0])
-        if x == "gen_tokens":
-            runs.omitted(ax, "learning_curves.png, generated-tokens panel", data["method"],
-                         "they sample no tokens while training: offline data")
+        noted = x == "gen_tokens" and runs.omitted(ax, "learning_curves.png, generated-tokens panel", data["method"],
+                                                   "they sample no tokens while training: offline data")
         if x != "step":  # the end of every run (seeds end at different x)
             ends = runs.final_eval().dropna(subset=[x])
             ends = ends[ends[x] > 0]
@@ -200,11 +220,25 @@ def fig_learning_curves(runs: Runs, path: Path) -> Path:
             ax.axhline(base.mean(), color="grey", ls=":", lw=1, label=runs.base_label if ax is axes[0] else None)
         ax.set_xlabel(label)
         ax.set_ylabel("held-out accuracy (greedy)")
-    if axes[0].get_legend_handles_labels()[0]:
-        axes[0].legend(fontsize=7, loc="lower right")
+        if noted:
+            _room_below(ax)
+    _legend_below(fig, axes)
     fig.suptitle("Learning curves (line: mean over seeds; band: range over seeds; dots: the end of each run)",
                  fontsize=10)
     return _save(fig, path)
+
+
+TRAJECTORY_BLOCKS = 5
+"""The reward-vs-KL trajectory is drawn through this many means of consecutive steps: the per-step training reward
+is a mean over one batch and zig-zags too much to follow, step to step or over ten blocks."""
+
+
+def trajectory(rows: pd.DataFrame, blocks: int = TRAJECTORY_BLOCKS) -> np.ndarray:
+    """[n, 2] points (kl_ref, reward_mean) of one method's run(s): the mean over seeds at each step, then the mean of
+    each of `blocks` runs of consecutive steps (fewer when there are fewer steps), in step order."""
+    per_step = rows.groupby("step")[["kl_ref", "reward_mean"]].mean().sort_index()
+    parts = np.array_split(np.arange(len(per_step)), min(blocks, len(per_step)))
+    return np.array([per_step.iloc[idx].mean().to_numpy() for idx in parts])
 
 
 def fig_reward_kl(runs: Runs, path: Path) -> Path:
@@ -215,37 +249,41 @@ def fig_reward_kl(runs: Runs, path: Path) -> Path:
         keep = [runs.reward_source(m, s) != "reward_model" for m, s in zip(tr["method"], tr["seed"])]
         d = tr[keep].dropna(subset=["kl_ref", "reward_mean"])
         for m, g in d.groupby("method", sort=False):
-            g = g.groupby("step")[["kl_ref", "reward_mean"]].mean()  # mean over seeds
-            block = max(1, len(g) // 10)  # ten blocks of consecutive steps
-            g = g.groupby(np.arange(len(g)) // block).mean()
-            ax.plot(g["kl_ref"], g["reward_mean"], "-o", ms=3, color=runs.palette[m], label=m, lw=1.5)
-            ax.plot(g["kl_ref"].iloc[-1], g["reward_mean"].iloc[-1], "o", ms=7, color=runs.palette[m])
-        if len(d):
-            ax.legend(fontsize=7)
+            pts = trajectory(g)
+            c = runs.palette[m]
+            ax.plot(pts[:, 0], pts[:, 1], "-", color=c, lw=1.5, label=m)
+            for a, b in zip(pts[:-1], pts[1:]):  # the direction of travel, an arrowhead on each block's mean
+                ax.annotate("", xy=b, xytext=a, arrowprops=dict(arrowstyle="-|>", color=c, lw=1.5, shrinkA=0,
+                                                                shrinkB=0, mutation_scale=11))
+            ax.plot(*pts[0], "o", ms=5, mfc="white", mec=c, zorder=3)  # start
+            ax.plot(*pts[-1], "o", ms=7, color=c, zorder=3)  # end
         rm = sorted({m for m, s in zip(tr["method"], tr["seed"]) if runs.reward_source(m, s) == "reward_model"})
-        runs.omitted(ax, "reward_vs_kl.png, training panel", list(d["method"]) + rm,
-                     "no kl_ref on their training batches: it needs on-policy samples and π_ref (β > 0)")
+        if runs.omitted(ax, "reward_vs_kl.png, training panel", list(d["method"]) + rm,
+                        "no kl_ref on their training batches: it needs on-policy samples and π_ref (β > 0)"):
+            _room_below(ax)
         if rm:
             runs.omitted(ax, "reward_vs_kl.png, training panel", [m for m in runs.methods if m not in rm],
                          "trained on r_φ, another reward scale: see overoptimisation.png")
     ax.set(xlabel="KL to π_ref (k3, per token, on the training batch)", ylabel="training reward (mean)",
-           title="Training trajectory (means over tenths of the run; big dot = end)")
+           title=f"Training trajectory (means of {TRAJECTORY_BLOCKS} blocks of steps over seeds; ○ start, ● end)")
     ax = axes[1]
     fin = runs.final_eval()
     if "eval_kl_ref" in fin and fin["eval_kl_ref"].notna().any():
         sns.scatterplot(data=fin, x="eval_kl_ref", y="eval_accuracy", hue="method", palette=runs.palette, ax=ax,
                         hue_order=[m for m in runs.methods if m in set(fin["method"])], s=50)
     shown = fin.dropna(subset=["eval_kl_ref"])["method"] if "eval_kl_ref" in fin else []
-    runs.omitted(ax, "reward_vs_kl.png, end-of-training panel", shown,
-                 "no held-out KL: train.eval_k = 0 or the run has not finished")
+    noted = runs.omitted(ax, "reward_vs_kl.png, end-of-training panel", shown,
+                         "no held-out KL: train.eval_k = 0 or the run has not finished")
     base = runs.start_eval()["eval_accuracy"]
     if len(base):
         ax.plot([0], [base.mean()], "k*", ms=10, label=runs.base_label)
-        ax.legend(fontsize=7)
+    if noted:
+        _room_below(ax)
     ax.set(xlabel="KL to π_ref (k3, per token, held-out samples)", ylabel="held-out accuracy (greedy)",
            title="End of training (one dot per seed)")
     ax.title.set_fontsize(10)
     axes[0].title.set_fontsize(10)
+    _legend_below(fig, axes)
     return _save(fig, path)
 
 
