@@ -79,10 +79,12 @@ def on_page_markdown(markdown, page, config, files, **kwargs):
             log.warning(f"{page.file.src_uri}: marker '{m.group(0)}' names nothing usable ({type(e).__name__}: {e})")
             return ""
 
+    from gcframe.errors import UserError  # a default.yaml that does not load
+
     def value(m: re.Match) -> str:
         try:
             return fill(*m.groups())
-        except (ImportError, AttributeError, KeyError, TypeError, ValueError) as e:
+        except (ImportError, AttributeError, KeyError, TypeError, ValueError, UserError) as e:
             log.warning(f"{page.file.src_uri}: placeholder '{m.group(0)}' names nothing usable "
                         f"({type(e).__name__}: {e})")
             return m.group(0)
