@@ -64,10 +64,15 @@ def sweep(*args):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """The --quick path of a sweep config shrunk further: one level, 4 methods x 2 seeds x 2 steps."""
+    """The --quick path of a sweep config shrunk further: one level, 4 methods x 2 seeds x 2 steps, on a 2-layer
+    hidden-64 Llama (its SFT base: 2 s, greedy accuracy ~0.2, so that groups carry reward variance)."""
     d = tmp_path_factory.mktemp("sweep")
     cfg = yaml.safe_load((ROOT / "experiments/configs/sweep_5_2.yaml").read_text())
-    cfg["base"] = str(ROOT / "experiments/configs" / cfg["base"])
+    base = yaml.safe_load((ROOT / "experiments/configs" / cfg["base"]).read_text())
+    base["model"] = {"hidden_size": 64, "num_layers": 2, "num_heads": 2, "intermediate_size": 128, "max_positions": 64}
+    base["sft_base"] = {**base["sft_base"], "lr": 3.0e-3, "warmup_steps": 5}
+    (d / "base.yaml").write_text(yaml.safe_dump(base))
+    cfg["base"] = str(d / "base.yaml")
     cfg["quick"] = {"levels": {"tiny": {"task": {"operands": 3}, "sft_base": {"steps": 60}}}, "seeds": [0, 1],
                     "task": {"n_heldout": 100},
                     "train": {"steps": 2, "prompts_per_step": 2, "group_size": 2, "eval_every": 1, "eval_size": 20,
