@@ -343,7 +343,7 @@ def _main(args, where: dict) -> int:
     from methods import get_method
 
     cfg, task = pipeline.prepare(cfg)
-    reward_funcs.attach(task, cfg.train)  # the user's reward functions, imported before anything is written
+    reward_funcs.attach(task, cfg.train)  # the user's reward functions, imported and tried before anything is written
     for label in names:  # a method that cannot run on this model is refused before any run starts
         get_method(label.split("@", 1)[0]).check_model(run_config(cfg, label, cfg.seed)[1], task, task.fmt.tok)
     tracker_names = trackers.names(cfg.train.report_to)

@@ -79,6 +79,34 @@ class Batch:
         return parts
 
 
+def concat(batches: list[Batch], pad_id: int) -> Batch:
+    """One batch of several (rollouts of different prompts): prompts left-padded and completions right-padded to the
+    widest, per-token data ([N, T]) right-padded with 0, group ids renumbered so that groups stay distinct."""
+    import torch.nn.functional as F
+
+    if len(batches) == 1:
+        return batches[0]
+    P = max(b.prompt_ids.shape[1] for b in batches)
+    T = max(b.completion_ids.shape[1] for b in batches)
+    parts, offset = [], 0
+    for b in batches:
+        p, t = P - b.prompt_ids.shape[1], T - b.completion_ids.shape[1]
+        data = {k: F.pad(v, (0, t)) if v.dim() == 2 and v.shape[1] == b.completion_ids.shape[1] else v
+                for k, v in b.data.items()}
+        gids = torch.unique(b.group_ids, return_inverse=True)[1] + offset  # 0..g-1, then shifted
+        offset = int(gids.max()) + 1 if len(gids) else offset
+        parts.append(Batch(F.pad(b.prompt_ids, (p, 0), value=pad_id), F.pad(b.prompt_mask, (p, 0)),
+                           F.pad(b.completion_ids, (0, t), value=pad_id), F.pad(b.completion_mask, (0, t)),
+                           gids, data, list(b.texts)))
+    keys = set(parts[0].data)
+    if any(set(b.data) != keys for b in parts):
+        raise ValueError("batches to concatenate carry different data keys")
+    return Batch(*(torch.cat([getattr(b, f) for b in parts]) for f in
+                   ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "group_ids")),
+                 data={k: torch.cat([b.data[k] for b in parts]) for k in keys},
+                 texts=[t for b in parts for t in b.texts])
+
+
 def pad_right(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pad token lists -> (ids [N, T], mask [N, T])."""
     width = max(1, max((len(s) for s in seqs), default=1))

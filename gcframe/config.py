@@ -56,6 +56,30 @@ class SFTBaseConfig:
     lr_schedule: str = "constant"
     """After warm-up: constant, or cosine (decays to 0 at the last step, so the base ends where the loss has
     settled rather than on a noisy point of a constant-lr trajectory)."""
+    target_accuracy: float = 0.0
+    """Stop stage 1 at the first evaluation where the base's greedy accuracy on the validation problems reaches
+    this (`steps` is then a cap; a base that never reaches it is refused, not used). A base defined by its accuracy
+    lands there on any machine, where one defined by a step count on the steep part of the learning curve moves
+    with rounding (results/base_stability). 0: train all `steps`."""
+    eval_every: int = 100
+    """Stage-1 steps between greedy evaluations on the validation problems: the progress line's accuracy and, with
+    target_accuracy, the stopping rule (the default config evaluates every 5 steps, ~0.5 s each on the toy)."""
+    ema: float = 0.0
+    """Polyak averaging: θ̄ ← ema·θ̄ + (1 − ema)·θ after every step, and the base is θ̄. On the steep part of the
+    curve the raw weights' greedy accuracy jumps by ±0.1 between evaluations 10 steps apart; the average's rises
+    smoothly, so a target is met without overshoot. 0: the raw weights."""
+    val_size: int = 1000
+    """Validation problems of stage 1: RL prompts that are not demonstrations (the held-out problems every method
+    is scored on play no part in stage 1)."""
+
+    def validate(self) -> None:
+        if not 0.0 <= self.target_accuracy <= 1.0:
+            raise UserError(f"sft_base.target_accuracy must be in [0, 1], got {self.target_accuracy}; it is an "
+                            "accuracy (0 turns the stopping rule off)")
+        if not 0.0 <= self.ema < 1.0:
+            raise UserError(f"sft_base.ema must be in [0, 1), got {self.ema}; it is a decay per step (0: off)")
+        if self.target_accuracy and not self.eval_every:
+            raise UserError("sft_base.target_accuracy needs evaluations: set sft_base.eval_every > 0")
 
 
 @dataclass
@@ -122,6 +146,21 @@ class TrainConfig:
     report_to: str = ""
     """Experiment trackers that also get every metrics row, comma-separated: tensorboard, trackio, wandb, mlflow
     (gcframe/tracking/trackers.py; each an optional extra). Empty: metrics.jsonl only."""
+    dynamic_sampling: bool = False
+    """Group methods (grpo, grpo_ps, rloo, online_rft, and your own that call ctx.rollout(B, G)): drop the prompt
+    groups whose rewards are all equal, for a group baseline GC = 0 on every token, and draw more prompts until B
+    groups carry a reward difference (DAPO's dynamic sampling, Yu et al. 2025 §3.2). It changes where the data comes
+    from, not GC. Logged per step: ds_prompts_drawn, ds_groups_dropped, ds_dropped_tokens (also counted in
+    gen_tokens: the generation that buys the signal), ds_zero_var_drawn."""
+    max_prompts_per_step: int = 0
+    """With dynamic_sampling: at most this many prompts drawn per step, >= prompts_per_step (0: 4 · prompts_per_step).
+    A step that reaches it fills its B groups with dropped ones, as the plain method would have had them."""
+
+    def validate(self) -> None:
+        if self.dynamic_sampling and self.max_prompts_per_step and self.max_prompts_per_step < self.prompts_per_step:
+            raise UserError(f"train.max_prompts_per_step ({self.max_prompts_per_step}) is below train.prompts_per_step "
+                            f"({self.prompts_per_step}): dynamic sampling draws at least B prompts per step; raise it "
+                            "or set 0 (4 · prompts_per_step)")
 
 
 @dataclass
@@ -173,9 +212,9 @@ class RunConfig:
 LR_SCHEDULES = ("constant", "cosine")
 POSITIVE = {"steps", "lr", "prompts_per_step", "group_size", "epochs", "minibatches", "batch_size",
             "eval_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_positions"}
-NON_NEGATIVE = {"max_new_tokens", "micro_batch_size", "grad_clip", "weight_decay", "eval_every",
+NON_NEGATIVE = {"max_new_tokens", "micro_batch_size", "grad_clip", "weight_decay", "eval_every", "val_size",
                 "log_samples", "sample_every", "ref_refresh_every", "warmup_steps", "eval_k",
-                "checkpoint_every", "lora_rank"}
+                "checkpoint_every", "lora_rank", "max_prompts_per_step", "target_accuracy", "ema"}
 
 
 def _section(cls, values, name: str):

@@ -40,6 +40,7 @@ class Context:
         self.timings: dict[str, float] = {}  # seconds per phase of the current step; the Trainer logs time_<name>
         self.sharded = sharding.enabled(cfg.train.shard, self.world)  # FSDP2: π_ref is sharded like the policy
         self.show_progress = False  # set by the Trainer: whether this run shows progress (main process, not quiet)
+        self.stats: dict[str, float] = {}  # the data source's own measurements this step (dynamic sampling)
 
     @contextlib.contextmanager
     def timed(self, name: str):
@@ -92,7 +93,13 @@ class Context:
                           texts=[dict(r) for r in rows])
 
     def rollout(self, n_prompts: int, group_size: int, model=None) -> Batch:
-        """prompts -> sampler -> rewards: `group_size` completions of each of n_prompts (global) prompts."""
+        """prompts -> sampler -> rewards: `group_size` completions of each of n_prompts (global) prompts. From the
+        live policy with train.dynamic_sampling, groups without a reward difference are replaced (`dynamic_rollout`)."""
+        if model is None and self.cfg.train.dynamic_sampling:
+            return self.dynamic_rollout(n_prompts, group_size)
+        return self._rollout(n_prompts, group_size, model)
+
+    def _rollout(self, n_prompts: int, group_size: int, model=None) -> Batch:
         rows = self.draw(self.task.prompts, n_prompts, "prompts")
         model = model or self.policy
         with self.timed("generate"), evaluating(model):  # (FSDP2: the Generator gathers the weights once)
@@ -101,6 +108,53 @@ class Context:
             for t, gid in zip(batch.texts, batch.group_ids.tolist()):
                 t.update(answer=rows[gid]["answer"], steps=rows[gid].get("steps", []))
             return score(batch, self.task, self.tok, self.cfg.train.reward, self.reward_model)
+
+    def dynamic_rollout(self, n_prompts: int, group_size: int) -> Batch:
+        """DAPO's dynamic sampling (Yu et al. 2025, §3.2) as a data source: rollouts of n_prompts more prompts until
+        n_prompts groups carry a reward difference (their rewards not all equal), or train.max_prompts_per_step
+        prompts were drawn (default 4·n_prompts). The first n_prompts such groups, in the order drawn, form the
+        batch; the others are dropped. At the cap, dropped groups fill the batch up to n_prompts groups, the first
+        drawn first: what the plain method would have trained on (for a group baseline their GC is 0). Nothing is
+        recomputed: every kept group is as sampled and scored, so its GC is the plain method's on it.
+
+        Several processes: each keeps its own share, and all draw and generate in every round (the data order and
+        the sharded generation stay in step) until no process needs more. Global counts go to `pop_stats`."""
+        from gcframe.advantages import zero_variance
+        from gcframe.batch import concat
+
+        if group_size < 2:
+            raise UserError(f"train.dynamic_sampling needs groups of completions (train.group_size >= 2); this "
+                            f"method's rollout drew {group_size} per prompt: turn dynamic_sampling off for it")
+        cap = self.cfg.train.max_prompts_per_step or 4 * n_prompts
+        need = n_prompts // self.world  # this process's groups
+        kept, spare, drawn = [], [], 0
+        while True:
+            take = min(n_prompts, (cap - drawn) // self.world * self.world)
+            batch = self._rollout(take, group_size)
+            drawn += take
+            flat = zero_variance(batch.data["rewards"].double(), batch.group_ids)  # [N] 1 where the group is flat
+            for g in torch.unique(batch.group_ids).tolist():
+                rows = torch.nonzero(batch.group_ids == g, as_tuple=True)[0]
+                group = (batch[rows], bool(flat[rows[0]]))
+                (kept if not group[1] and len(kept) < need else spare).append(group)
+            short = self.all_sum(torch.tensor([float(need - len(kept))], device=self.device))
+            if float(short) <= 0 or cap - drawn < self.world:
+                break
+        filled = [g for g in spare][:need - len(kept)]  # at the cap: the first-drawn dropped groups
+        unused = spare[len(filled):]
+        out = concat([b for b, _ in kept + filled], self.tok.pad_token_id)
+        local = torch.tensor([float(sum(f for _, f in kept + spare)), float(len(kept) + len(spare)),
+                              float(len(unused)), float(sum(b.completion_mask.sum() for b, _ in unused)),
+                              float(len(filled) > 0)], dtype=torch.float64, device=self.device)
+        zero, groups, dropped, tokens, capped = self.all_sum(local).tolist()
+        self.stats.update(ds_prompts_drawn=float(drawn), ds_groups_dropped=dropped, ds_dropped_tokens=tokens,
+                          ds_zero_var_drawn=zero / max(groups, 1.0), ds_capped=float(capped > 0))
+        return out
+
+    def pop_stats(self) -> dict[str, float]:
+        """What the data source measured this step (dynamic sampling's counts), for the step's metrics row."""
+        out, self.stats = self.stats, {}
+        return out
 
     # -- frozen models --------------------------------------------------------------------------------------
     def frozen(self, name: str = "reference") -> torch.nn.Module:

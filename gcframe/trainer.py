@@ -120,9 +120,7 @@ class Trainer:
         self.tok, self.task = tok, task
         method_cls = get_method(method_name)
         mcfg = method_cls.Config.from_dict(cfg.methods.get(method_name, {}), method_name)
-        if method_cls.needs_groups and self.tcfg.group_size < 2:
-            raise UserError(f"method '{method_name}' compares completions of one prompt: "
-                            f"train.group_size must be >= 2, got {self.tcfg.group_size}")
+        method_cls.check_run(cfg, method_name)
         policy = prepare_policy(policy, cfg.model.gradient_checkpointing, cfg.model.lora_rank)
         policy.to(self.acc.device)
         self.sharded = sharding.enabled(self.tcfg.shard, self.acc.num_processes)
@@ -266,8 +264,9 @@ class Trainer:
         row.update(self.method.pop_stats())  # the method's own measurements: means over processes
         row = self._mean_over_processes(row)
         row.update(self._batch_stats(batch, tally))  # the global batch's statistics
-        if "truncated" in batch.data:  # tokens sampled by this step (the batch was generated, not read)
-            self.gen_tokens += int(tally.total("completion_len"))
+        row.update(self.ctx.pop_stats())  # the data source's global counts (dynamic sampling)
+        if "truncated" in batch.data:  # tokens sampled by this step (the batch was generated, not read), and those
+            self.gen_tokens += int(tally.total("completion_len") + row.get("ds_dropped_tokens", 0))  # it dropped
         self.elapsed += t3 - t0
         row.update(step=step, gen_tokens=self.gen_tokens, time_s=self.elapsed, time_collect=t1 - t0,
                    time_prepare=t2 - t1, time_update=t3 - t2, lr=self.sched.get_last_lr()[0],

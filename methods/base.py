@@ -79,11 +79,31 @@ class Method:
     batch."""
     needs_groups: ClassVar[bool] = False
     """True: the method compares completions of one prompt and needs group_size >= 2."""
+    rollout_groups: ClassVar[bool | None] = None
+    """Whether `collect` draws groups of G >= 2 completions per prompt from the live policy with ctx.rollout(B, G),
+    the data source train.dynamic_sampling filters: True (grpo, rloo, online_rft), False (sft, rft, dpo, ppo: refused
+    with dynamic sampling before a run starts), None (not declared: allowed, and ctx.rollout checks it)."""
 
     def __init__(self, cfg: MethodConfig, ctx: "Context"):
         self.cfg = cfg
         self.ctx = ctx
         self.stats: dict[str, list[float]] = {}
+
+    @classmethod
+    def check_run(cls, cfg, label: str) -> None:
+        """Before a run starts: the train options this method cannot run with (a one-line UserError)."""
+        t = cfg.train
+        if cls.needs_groups and t.group_size < 2:
+            raise UserError(f"method '{label}' compares completions of one prompt: train.group_size must be >= 2, "
+                            f"got {t.group_size}")
+        if t.dynamic_sampling and (cls.rollout_groups is False or t.group_size < 2):
+            known = ", ".join(n for n, c in REGISTRY.items() if c.rollout_groups)
+            why = (f"'{label}' samples no groups of completions from the live policy" if cls.rollout_groups is False
+                   else f"train.group_size is {t.group_size}")
+            raise UserError(f"train.dynamic_sampling drops prompt groups without reward variance, but {why}: it "
+                            f"applies to group methods ({known}, and your own that call ctx.rollout(B, G) with "
+                            f"G >= 2); turn it off for '{label}' (methods: {{{label}: {{train: {{dynamic_sampling: "
+                            "false}}})")
 
     @classmethod
     def check_model(cls, cfg, task, tok) -> None:

@@ -54,6 +54,8 @@ class DPOConfig(MethodConfig):
 class DPO(Method):
     """Offline pairs from the SFT base's preference set; reference π_ref = the SFT base."""
 
+    rollout_groups = False
+
     Config = DPOConfig
     uses_reference = True
 

@@ -82,6 +82,7 @@ class GRPO(Method):
 
     uses_reference = True
     needs_groups = True
+    rollout_groups = True
 
     def collect(self, step: int) -> Batch:
         t = self.ctx.cfg.train

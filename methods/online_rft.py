@@ -25,6 +25,8 @@ class OnlineRFT(Method):
     the kept samples only would instead be SFT on them, with a step size that ignores the acceptance rate.
     """
 
+    rollout_groups = True
+
     @dataclass
     class Config(MethodConfig):
         aggregation: str = "seq-mean-token-mean"

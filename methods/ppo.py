@@ -55,6 +55,7 @@ class PPOConfig(MethodConfig):
 class PPO(Method):
     Config = PPOConfig
     uses_reference = True
+    rollout_groups = False  # one sample per prompt
 
     def __init__(self, cfg: PPOConfig, ctx):
         super().__init__(cfg, ctx)

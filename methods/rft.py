@@ -21,6 +21,8 @@ class RFT(Method):
     """Data: a pool of correct samples of the frozen SFT base (`ctx.frozen("base")`), built lazily in the first
     `collect`; every step draws B·G of them (the equal budget), cycling through the pool in reshuffled epochs."""
 
+    rollout_groups = False  # its pool samples the frozen base
+
     @dataclass
     class Config(MethodConfig):
         aggregation: str = "seq-mean-token-mean"

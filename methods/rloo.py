@@ -38,6 +38,7 @@ class RLOO(Method):
                 raise UserError(f"beta must be >= 0, got {self.beta}")
 
     needs_groups = True
+    rollout_groups = True
 
     def __init__(self, cfg: Config, ctx):
         super().__init__(cfg, ctx)

@@ -11,6 +11,8 @@ from methods.base import Method, register
 class SFT(Method):
     """Data: the fixed, limited demonstrations. One step uses B·G of them (the equal budget)."""
 
+    rollout_groups = False
+
     def collect(self, step: int) -> Batch:
         t = self.ctx.cfg.train
         return self.ctx.demonstrations(t.prompts_per_step * t.group_size)
