@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -61,6 +63,32 @@ runpy.run_path({compare!r}, run_name="__main__")
 """
 
 
+def until_printed(proc: subprocess.Popen, word: str, times: int, err: Path, timeout: float = 600) -> None:
+    """Read `proc`'s stdout (a binary pipe) until `word` has been printed `times` times, or fail the test with the
+    tail of its stderr (written to `err`) when it ends first or `timeout` seconds pass. Two ranks print at once, and
+    their text and newlines can interleave ("hanginghanging"): the word is counted, not whole lines."""
+    fd, seen, deadline = proc.stdout.fileno(), b"", time.monotonic() + timeout
+    while seen.count(word.encode()) < times:
+        left = deadline - time.monotonic()
+        chunk = os.read(fd, 4096) if left > 0 and select.select([fd], [], [], left)[0] else None
+        if not chunk:  # end of output (the run ended) or the time is up
+            why = "ended" if chunk == b"" else f"was still running after {timeout:.0f} s"
+            pytest.fail(f"the run {why} before printing {word!r} {times} time(s); stdout: {seen.decode()[-1000:]!r}; "
+                        f"stderr: {err.read_text()[-3000:] if err.exists() else ''}")
+        seen += chunk
+
+
+def gone(key: str, value: str, timeout: float = 60) -> bool:
+    """Whether every process marked key=value has exited within `timeout` s. A process killed with SIGKILL keeps its
+    environment readable until the kernel has torn it down, which takes a while on a busy machine."""
+    deadline = time.monotonic() + timeout
+    while marked(key, value):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def marked(key: str, value: str) -> list[int]:
     """Pids of the processes whose environment holds key=value (/proc/<pid>/environ; Linux), this one aside."""
     needle = f"{key}={value}".encode()
@@ -97,15 +125,16 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
 
     hang = tmp_path / "hang.py"
     hang.write_text(HANG.format(compare=str(COMPARE)))
-    killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, str(hang), *map(str, args), "--out", str(killed)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=cli_env(), cwd=ROOT)
+    killed, err = tmp_path / "killed", tmp_path / "hang.err"
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen([sys.executable, str(hang), *map(str, args), "--out", str(killed)],
+                                stdout=subprocess.PIPE, stderr=stderr, env=cli_env(), cwd=ROOT)
     try:
-        if not any(line.strip() == "hanging" for line in proc.stdout):
-            pytest.fail("the run ended before reaching step 3")
+        until_printed(proc, "hanging", 1, err)  # written after step 2's rows: nothing is mid-write
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
+        proc.stdout.close()
     run1 = killed / "grpo" / "seed1"
     assert checkpoint.latest(run1).name == "step-000002"
     assert max(r["step"] for r in read_jsonl(run1 / "metrics.jsonl")) == 2  # step 2's row: after the checkpoint
@@ -180,21 +209,21 @@ def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
 
     hang = tmp_path / "hang.py"
     hang.write_text(HANG.format(compare=str(COMPARE)))
-    killed = tmp_path / "killed"
+    killed, err = tmp_path / "killed", tmp_path / "hang.err"
     mark = f"fsdp-hang-{os.getpid()}-{id(tmp_path)}"  # every process of this launch carries it, workers included
-    proc = subprocess.Popen(torchrun(hang, *args, "--out", killed), stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env={**cli_env(), "GCFRAME_TEST_RUN": mark},
-                            cwd=ROOT, start_new_session=True)
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen(torchrun(hang, *args, "--out", killed), stdout=subprocess.PIPE, stderr=stderr,
+                                env={**cli_env(), "GCFRAME_TEST_RUN": mark}, cwd=ROOT, start_new_session=True)
     try:
-        # both ranks print at once, and unbuffered (-u) print writes the text and its newline separately, so
-        # their lines can interleave ("hanginghanging"): look for the word, not a whole line
-        if not any("hanging" in line for line in proc.stdout):
-            pytest.fail("the run ended before reaching step 3")
+        # both ranks: rank 1 reaches step 3 while rank 0 may still be writing step 2's rows (only the main process
+        # logs); once both hang, nothing is mid-write and the kill below finds the same state every time
+        until_printed(proc, "hanging", 2, err)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the launcher: kill -9, no clean-up
         kill_marked("GCFRAME_TEST_RUN", mark)  # and both workers, wherever torchrun put them
         proc.wait(30)
-    assert not marked("GCFRAME_TEST_RUN", mark), "a worker of the killed launch is still alive"
+        proc.stdout.close()
+    assert gone("GCFRAME_TEST_RUN", mark), "a worker of the killed launch is still alive 60 s after SIGKILL"
     run, ref = killed / "ppo" / "seed1", tmp_path / "full" / "ppo" / "seed1"
     ckpt = checkpoint.latest(run)
     assert ckpt.name == "step-000002"
