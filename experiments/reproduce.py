@@ -55,6 +55,9 @@ class Recipe:
     """Arguments that make the smoke version."""
     keep: list = field(default_factory=list)
     """command: files (globs, relative to the run folder) copied into results/<name>/."""
+    rescore: list = field(default_factory=list)
+    """compare: `python -m gcframe.evaluate` arguments run on the finished comparison (e.g. --problems 500): its final
+    models scored on more held-out problems than its training evaluations, for the paired comparison."""
 
 
 RECIPES = {
@@ -62,8 +65,9 @@ RECIPES = {
                       "default.yaml", [0, 1, 2]),
     "overoptimisation": Recipe("GRPO on the learned reward r_φ at three β: proxy against gold", "compare",
                                "overoptimisation.yaml", [0, 1]),
-    "smollm2": Recipe("all eight methods on SmolLM2-135M-Instruct (LoRA), 3 seeds", "compare", "smollm2_all.yaml",
-                      [0, 1, 2], quick=["--quick", "--methods", "sft,grpo"]),
+    "smollm2": Recipe("all eight methods on SmolLM2-135M-Instruct (LoRA), 3 seeds, final models on 500 problems",
+                      "compare", "smollm2_all.yaml", [0, 1, 2], quick=["--quick", "--methods", "sft,grpo"],
+                      rescore=["--problems", "500"]),
     "smollm2_lr": Recipe("the one-seed learning-rate sweep behind smollm2_all.yaml's per-method rates", "compare",
                          "smollm2_all.yaml", [0],
                          args=["--methods", "ppo@lr5e-4,rft@lr5e-4,dpo@lr5e-4,dpo@lr1e-3,sft@lr5e-4,sft@lr1e-3,"
@@ -103,6 +107,17 @@ RECIPES = {
                         command=["experiments/benchmark.py", "--out", "OUT/bench.json"],
                         keep=["bench.json", "steps.csv", "ratios.csv"]),
 }
+
+
+QUICK_RESCORE = ["--problems", "40"]  # --quick: the re-scoring's plumbing, on a few problems
+
+
+def rescored(out: Path, args: list[str]) -> bool:
+    """Whether every run of the comparison `out` has the re-scoring `args` asks for written."""
+    n = args[args.index("--problems") + 1] if "--problems" in args else None
+    k = args[args.index("--k") + 1] if "--k" in args else "0"
+    runs = [p for p in out.glob("*/seed*") if (p / "final").is_dir()]
+    return all(list((p / "rescored").glob(f"final-n{n or '*'}-k{k}.jsonl")) for p in runs)
 
 
 def parse_args(argv=None):
@@ -181,6 +196,11 @@ def reproduce(name: str, args) -> Path | None:
         if not (runs / "summary.csv").exists():
             print(f"{name}: cells still running elsewhere; the last process to finish writes {results}")
             return None
+        if recipe.rescore:  # a second process joins by running the same command: the models are split by claims
+            run(["-m", "gcframe.evaluate", str(runs), *(QUICK_RESCORE if args.quick else recipe.rescore)])
+            if not rescored(runs, QUICK_RESCORE if args.quick else recipe.rescore):
+                print(f"{name}: models still being re-scored elsewhere; the last process to finish writes {results}")
+                return None
         collect.from_compare(runs, results)
     else:
         runs.mkdir(parents=True, exist_ok=True)
