@@ -210,7 +210,8 @@ def pairwise(df: pd.DataFrame, metrics=None, methods=None) -> pd.DataFrame:
         u = unpaired_difference(df, a, b, metric)
         half, uhalf = (r["hi"] - r["lo"]) / 2, (u["hi"] - u["lo"]) / 2
         mde = detectable_difference(r["var_seed"], r["var_problem"], r["var_resid"], r["n_seeds"], r["n_problems"])
-        rows.append(r | {"unpaired_half": uhalf, "narrowing": half / uhalf if uhalf > 0 else math.nan}
+        rows.append(r | {"unpaired_half": uhalf, "unpaired_se": u["se"],
+                         "narrowing": half / uhalf if uhalf > 0 else math.nan}
                     | {k: mde[k] for k in ("mde", "problems_to_halve", "seeds_to_halve")})
     return pd.DataFrame(rows)
 

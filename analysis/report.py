@@ -53,9 +53,16 @@ def mean_ci(values, signed: bool = False) -> str:
 
 
 def _mean(df: pd.DataFrame, col: str, fmt: str = "{:.3f}") -> str:
-    if col not in df or df[col].isna().all():
+    """The mean over seeds ± the half-width of its 95% t-interval ('–' for no value; one seed: the mean alone, the
+    table's seeds column says so)."""
+    v = df[col].dropna().astype(float) if col in df else pd.Series(dtype=float)
+    if v.empty:
         return "–"
-    return fmt.format(df[col].mean())
+    head = fmt.format(v.mean())
+    if len(v) < 2:
+        return head
+    t = T975[len(v) - 2] if len(v) - 1 <= len(T975) else 1.96
+    return f"{head} ± {fmt.format(t * v.std(ddof=1) / math.sqrt(len(v)))}"
 
 
 def summary_rows(runs: Runs) -> list[dict]:
@@ -70,9 +77,10 @@ def summary_rows(runs: Runs) -> list[dict]:
     last = train.sort_values("step").groupby(["method", "seed"]).tail(1) if len(train) else train
     out = []
     start = runs.start_eval()
-    if len(start):
-        out.append({"method": f"{runs.base_label} (step 0)", "seeds": "–",  # greedy: the same for every seed
-                    "accuracy": _mean(start, "eval_accuracy"), **sampled(start, "0"), "train time (s)": "–",
+    if len(start):  # every run of a seed evaluates the same base with the same draws: one row per seed
+        base = start.groupby("seed").mean(numeric_only=True)
+        out.append({"method": f"{runs.base_label} (step 0)", "seeds": str(len(base)),
+                    "accuracy": _mean(base, "eval_accuracy"), **sampled(base, "0"), "train time (s)": "–",
                     "peak RSS (MB; +run)": "–", "generated tokens": "–"})
     for m in runs.methods:
         f, t = fin[fin["method"] == m], last[last["method"] == m] if len(last) else last
@@ -127,29 +135,6 @@ def delta_rows(runs: Runs) -> list[dict]:
             row[name] = f"{f[col].mean() - s[col].mean():+.3f}" if ok else "–"
         gains, a, b = late_gain(runs.eval[runs.eval["method"] == m])
         row["Δ greedy, late"] = f"{mean_ci(gains, signed=True)} (steps {a}→{b})" if gains else "–"
-        out.append(row)
-    return out
-
-
-FINDINGS = [  # (method, compared with, what DeepSeekMath reports)
-    ("online_rft", "rft", "§5.2.1, Fig. 5: online RFT beats RFT (samples of the live policy, not the SFT model)"),
-    ("grpo", "online_rft", "§5.2.1, Fig. 5: GRPO beats online RFT (wrong samples pushed down, by how much)"),
-    ("grpo_ps", "grpo", "§4.1.3 / Fig. 5: process supervision beats outcome supervision"),
-]
-
-
-def finding_rows(runs: Runs) -> list[dict]:
-    """Paired differences (same seed = same SFT base, same prompt order) of the end-of-training metrics."""
-    fin, k, out = runs.final_eval(), runs.k, []
-    for a, b, claim in FINDINGS:
-        fa, fb = (fin[fin["method"] == m].set_index("seed") for m in (a, b))
-        seeds = sorted(set(fa.index) & set(fb.index))
-        if not seeds:
-            continue
-        row = {"comparison": f"{a} − {b}", "DeepSeekMath": claim, "seeds": str(len(seeds))}
-        for col, name in (("eval_accuracy", "Δ greedy"), ("eval_majk", f"Δ maj@{k}"), ("eval_passk", f"Δ pass@{k}")):
-            ok = col in fa and col in fb
-            row[name] = mean_ci((fa.loc[seeds, col] - fb.loc[seeds, col]).tolist(), signed=True) if ok else "–"
         out.append(row)
     return out
 
@@ -477,15 +462,21 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
           + ("± its 95% t-interval" if most > 1 else "with 1 seed and so no interval") + ": a curve has "
           "flattened when that is near 0.\n",
           markdown_table(delta_rows(runs))]
-    findings = finding_rows(runs)
-    if findings:
-        md += ["\n## DeepSeekMath §5.2 comparisons\n",
-               "Paired by seed (one SFT base, one prompt order per seed): mean difference at the end of training "
-               "± the 95% t-interval over seeds; an interval that contains 0 does not separate the two.\n"
-               if any(int(r["seeds"]) > 1 for r in findings) else
-               "The difference at the end of training on the one seed both methods ran: with 1 seed there is no "
-               "interval, and one difference does not separate two methods.\n",
-               markdown_table(findings)]
+    from analysis import findings as fnd
+
+    table, sources = fnd.tests(runs)
+    if len(table):
+        claims = fnd.claim_rows(runs, table)
+        md += ["\n## Which method wins: the paired test\n",
+               "Every method is scored on the same held-out problems, seed s of every method from the same base and "
+               "prompt order: each difference is paired problem by problem and seed by seed, with a 95% interval "
+               "from the two-way (seeds × problems) variance and P(A > B) over seeds (`analysis/paired.py`); a pair "
+               f"is separated when its interval excludes 0. Outcomes: {'; '.join(sources)}.\n",
+               *[f"- {line}" for line in fnd.sentences(runs, table)], "",
+               markdown_table(fnd.pair_rows(runs, table)),
+               "\nWhat this design can detect (α 0.05, power 0.8):\n", markdown_table(fnd.design_rows(runs, table))]
+        if claims:
+            md += ["\nDeepSeekMath §5.2's orderings, decided by the paired test:\n", markdown_table(claims)]
     from analysis.matched import matched_rows, time_rows
     from analysis.why import why_rows
 

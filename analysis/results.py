@@ -4,7 +4,8 @@ tables from those files.
     python -m analysis.results            # re-render every marked table in README.md and docs/*.md
     python -m analysis.results --check    # exit 1 if a marked table differs from its CSV (tests/test_results.py)
 
-A table in a markdown file is marked by the CSV it shows:
+A table in a markdown file is marked by the CSV it shows (or a result's sentences by its .md, e.g. findings.md,
+written from its tables by analysis.findings):
 
     <!-- result: default/table.csv -->
     (generated: a markdown table, then one line naming the commit and environment that made it)
@@ -43,12 +44,12 @@ def _same_env(envs: list[dict]) -> dict:
     return envs[0]
 
 
-def from_compare(runs: Path, results: Path) -> None:
+def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
     """results/<name>/ from a finished compare.py folder: summary.csv (a row per method and seed), table.csv (the
     report's table), change.csv (the change from step 0, and late in the run), why.csv (what the
-    logs show), matched.csv (equal compute), time.csv (where the time goes), findings.csv (§5.2 paired
-    differences), curves.png, gc_view.png, config.yaml, env.json. The processes that ran its cells (env.json,
-    env.resume*.json) must share one environment."""
+    logs show), matched.csv (equal compute), time.csv (where the time goes), pairs.csv, findings.csv (§5.2),
+    design.csv and findings.md (the paired test: analysis.findings), curves.png, gc_view.png, config.yaml, env.json, each name after `prefix` (an earlier stage of the
+    same result). The processes that ran its cells (env.json, env.resume*.json) must share one environment."""
     from analysis import report
     from analysis.matched import matched_rows, time_rows
     from analysis.why import why_rows
@@ -56,28 +57,28 @@ def from_compare(runs: Path, results: Path) -> None:
     env = _same_env([envinfo.load(p) for p in sorted(runs.glob("env*.json"))])
     tables = report.Runs(runs)
     results.mkdir(parents=True, exist_ok=True)
-    (results / "env.json").write_text(json.dumps(env, indent=1) + "\n")
-    shutil.copy(runs / "config.yaml", results / "config.yaml")
+    (results / f"{prefix}env.json").write_text(json.dumps(env, indent=1) + "\n")
+    shutil.copy(runs / "config.yaml", results / f"{prefix}config.yaml")
     summary = pd.read_csv(runs / "summary.csv")
-    summary.to_csv(results / "summary.csv", index=False, float_format="%.4f")
-    pd.DataFrame(report.summary_rows(tables)).to_csv(results / "table.csv", index=False)
-    pd.DataFrame(report.delta_rows(tables)).to_csv(results / "change.csv", index=False)
-    pd.DataFrame(why_rows(tables)).to_csv(results / "why.csv", index=False)
-    pd.DataFrame(matched_rows(tables)[0]).to_csv(results / "matched.csv", index=False)
-    pd.DataFrame(time_rows(tables)).to_csv(results / "time.csv", index=False)
-    findings = report.finding_rows(tables)
-    if findings:
-        pd.DataFrame(findings).to_csv(results / "findings.csv", index=False)
-    report.fig_learning_curves(tables, results / "curves.png")
-    report.fig_overoptimisation(tables, results / "overoptimisation.png")  # runs on r_φ only (else nothing)
+    summary.to_csv(results / f"{prefix}summary.csv", index=False, float_format="%.4f")
+    pd.DataFrame(report.summary_rows(tables)).to_csv(results / f"{prefix}table.csv", index=False)
+    pd.DataFrame(report.delta_rows(tables)).to_csv(results / f"{prefix}change.csv", index=False)
+    pd.DataFrame(why_rows(tables)).to_csv(results / f"{prefix}why.csv", index=False)
+    pd.DataFrame(matched_rows(tables)[0]).to_csv(results / f"{prefix}matched.csv", index=False)
+    pd.DataFrame(time_rows(tables)).to_csv(results / f"{prefix}time.csv", index=False)
+    from analysis import findings
+
+    findings.write(tables, results, prefix)  # pairs.csv, findings.csv (§5.2), design.csv, findings.md: the paired test
+    report.fig_learning_curves(tables, results / f"{prefix}curves.png")
+    report.fig_overoptimisation(tables, results / f"{prefix}overoptimisation.png")  # runs on r_φ only (else nothing)
     if tables.gc and tables.gc.get("methods"):
-        report.fig_gc_view(tables, results / "gc_view.png")
+        report.fig_gc_view(tables, results / f"{prefix}gc_view.png")
     if (runs / "reward_model.json").exists():  # r_φ: its held-out pairwise accuracy, as a one-row table
         rm = json.loads((runs / "reward_model.json").read_text())
         pd.DataFrame([{"held-out pairwise accuracy": f"{rm['heldout_accuracy']:.3f}",
                        "training pairs": (rm.get("preferences") or {}).get("train_pairs"),
                        "train s": f"{rm.get('train_time_s', float('nan')):.0f}"}]).to_csv(
-            results / "reward_model.csv", index=False)
+            results / f"{prefix}reward_model.csv", index=False)
     print(f"{results}: {len(summary)} runs, {summary['method'].nunique()} methods, seeds "
           f"{sorted(summary['seed'].unique().tolist())}")
 
@@ -102,12 +103,14 @@ def render_table(csv: Path) -> str:
     """The markdown table of a results CSV (every cell as written) and the line saying what made it."""
     if not csv.is_file():
         raise UserError(f"{csv} not found: make it with python experiments/reproduce.py {csv.parent.name}")
-    df = pd.read_csv(csv, dtype=str, keep_default_na=False)
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "|".join("---" for _ in df.columns) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in df.itertuples(index=False)]
     env = envinfo.load(csv.parent / "env.json")
     stamp = f"<sub>`results/{csv.parent.name}/{csv.name}` · {envinfo.describe(env)} · " \
             f"`python experiments/reproduce.py {csv.parent.name}`</sub>"
+    if csv.suffix == ".md":  # sentences written from a result's tables (analysis.findings): shown as they are
+        return csv.read_text().rstrip("\n") + "\n\n" + stamp + "\n"
+    df = pd.read_csv(csv, dtype=str, keep_default_na=False)
+    lines = ["| " + " | ".join(df.columns) + " |", "|" + "|".join("---" for _ in df.columns) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines) + "\n\n" + stamp + "\n"
 
 

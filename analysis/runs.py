@@ -74,59 +74,75 @@ class Runs:
         """The step-0 evaluation rows: the SFT base, evaluated by every run with that run's seed."""
         return self.eval[self.eval["step"] == 0]
 
-    def outcomes(self) -> tuple[pd.DataFrame, str]:
-        """Per-problem outcomes of every run's final model -> (rows of method, seed, problem, greedy[, majk, passk,
-        pass1]; where they come from). A re-scoring every run has (RUN/rescored/final-n<N>-k<K>.jsonl, `python -m
-        gcframe.evaluate`) is preferred, the largest N then K; else the last evaluation of RUN/problems.jsonl."""
-        return final_outcomes(self.out, self.methods)
+    def outcomes(self) -> list[tuple[pd.DataFrame, list[str], str, int]]:
+        """Per-problem outcomes of every run's final model, for the paired comparison (analysis.paired) -> a list of
+        (rows of method, seed, problem and metric columns; those metrics; where they come from; k, the samples per
+        problem behind maj@k and pass@k). Greedy and sampled
+        metrics each from the largest set every run was scored on: a re-scoring (RUN/rescored/final-n<N>-k<K>.jsonl,
+        `python -m gcframe.evaluate`), else the last evaluation of RUN/problems.jsonl."""
+        return final_outcomes(self.out, self.methods, self.k)
 
     def reward_source(self, method: str, seed: int) -> str:
         return ((self.configs.get((method, seed)) or {}).get("train") or {}).get("reward", "verifier")
 
 
 
-OUTCOME_COLUMNS = {"greedy_correct": "greedy", "maj_correct": "majk"}  # per-problem file -> analysis.paired
+SAMPLED = ["majk", "passk", "pass1"]
 
 
 def _outcome_frame(rows: list[dict], method: str, seed: int) -> pd.DataFrame:
+    """Per-problem rows -> method, seed, problem, greedy (0/1) and, where k samples were drawn, majk, passk, pass1."""
     df = pd.DataFrame(rows)
-    out = df[["problem"]].assign(method=method, seed=seed)
-    for col, name in OUTCOME_COLUMNS.items():
-        if col in df:
-            out[name] = df[col].astype(float)
+    out = df[["problem"]].assign(method=method, seed=seed, greedy=df["greedy_correct"].astype(float))
     if "k_correct" in df and df["k_correct"].notna().all():
-        out["passk"] = (df["k_correct"] > 0).astype(float)
-        out["pass1"] = df["k_correct"] / df["k"]
+        out = out.assign(majk=df["maj_correct"].astype(float), passk=(df["k_correct"] > 0).astype(float),
+                         pass1=df["k_correct"] / df["k"])
     return out
 
 
-def final_outcomes(out: Path, methods: list[str] | None = None) -> tuple[pd.DataFrame, str]:
-    """`Runs.outcomes` for a compare.py folder (see there)."""
+def final_outcomes(out: Path, methods: list[str] | None = None, train_k=0) -> list[tuple]:
+    """`Runs.outcomes` of a compare.py folder (see there)."""
     from gcframe.evaluate.problems import FILE, RESCORED
 
     runs = sorted(p for p in Path(out).glob("*/seed*") if p.is_dir() and p.name[4:].isdigit())
-    runs = [r for r in runs if methods is None or r.parent.name in methods]
-    scored = [{tuple(int(x[1:]) for x in f.stem.split("-")[-2:]) for f in (r / RESCORED).glob("final-n*-k*.jsonl")}
-              for r in runs]  # {(n, k)} per run
-    common = set.intersection(*scored) if scored else set()
-    parts, source = [], ""
-    if common:
-        n, k = max(common)
-        for r in runs:
-            parts.append(_outcome_frame(read_jsonl(r / RESCORED / f"final-n{n}-k{k}.jsonl"), r.parent.name,
-                                        int(r.name[4:])))
-        source = f"final models re-scored on {n} held-out problems" + (f", {k} samples each" if k else "")
-    else:
-        for r in runs:
-            rows = read_jsonl(r / FILE) if (r / FILE).is_file() else []
-            last = max((x["step"] for x in rows), default=None)
-            if last:  # a run that has evaluated only its base has nothing to compare yet
-                parts.append(_outcome_frame([x for x in rows if x["step"] == last], r.parent.name, int(r.name[4:])))
-        if parts:
-            n = max(len(p) for p in parts)
-            source = f"the last evaluation of each run, {n} held-out problems"
-    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["method", "seed", "problem"])
-    return frame, source
+    runs = [r for r in runs if (methods is None or r.parent.name in methods) and (r / FILE).is_file()]
+    if not runs:
+        return []
+    sources = {}  # (n, k) or "train" -> {run: rows}
+    for r in runs:
+        for f in (r / RESCORED).glob("final-n*-k*.jsonl"):
+            n, k = (int(x[1:]) for x in f.stem.split("-")[-2:])
+            sources.setdefault((n, k), {})[r] = f
+        rows = read_jsonl(r / FILE)
+        last = max((x["step"] for x in rows), default=0)
+        if last:  # a run that has evaluated only its base has nothing to compare yet
+            sources.setdefault("train", {})[r] = [x for x in rows if x["step"] == last]
+    common = {key: v for key, v in sources.items() if len(v) == len(runs)}
+
+    def frame(key) -> pd.DataFrame:
+        return pd.concat([_outcome_frame(read_jsonl(v) if key != "train" else v, r.parent.name, int(r.name[4:]))
+                          for r, v in common[key].items()], ignore_index=True)
+
+    def described(key, n) -> str:
+        if key == "train":
+            return f"the last evaluation of each run, {n} held-out problems"
+        return f"final models re-scored on {key[0]} held-out problems" + (f", {key[1]} samples each" if key[1] else "")
+
+    rescored = sorted((k for k in common if k != "train"), reverse=True)
+    picks = []
+    greedy_key = rescored[0] if rescored else ("train" if "train" in common else None)
+    if greedy_key is not None:
+        f = frame(greedy_key)
+        picks.append((f, ["greedy"] + [m for m in SAMPLED if m in f], described(greedy_key, f["problem"].nunique()),
+                      train_k if greedy_key == "train" else greedy_key[1]))
+    sampled = [k for k in rescored if k[1]] + (["train"] if "train" in common else [])
+    if picks and not [m for m in SAMPLED if m in picks[0][0]]:  # greedy-only re-scoring: sampled metrics elsewhere
+        for key in sampled:
+            f = frame(key)
+            if all(m in f for m in SAMPLED):
+                picks.append((f, SAMPLED, described(key, f["problem"].nunique()), train_k if key == "train" else key[1]))
+                break
+    return picks
 
 
 def palette(methods: list[str]) -> dict:

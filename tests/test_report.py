@@ -92,7 +92,8 @@ def test_report_table_and_figures(out):
     assert "0.600 ± 1.271" in row["grpo"]  # both seeds read although seed 1's last line is torn
     assert "0.600 (1 seed, no interval)" in row["rft"] and "0.300 (1 seed, no interval)" in row["grpo@beta0"]
     assert "| 509 (+69) |" in row["grpo"]  # the largest peak over steps 0..9: 500 + 9 total, 60 + 9 the run's own
-    assert "| SFT base (step 0) | – | 0.400 | 0.420 | 0.800 | 0.350 | 0 |" in md  # the runs' step-0 rows
+    # the runs' step-0 rows, one per seed (2): the same base and draws for every method of a seed, so ± 0
+    assert "| SFT base (step 0) | 2 | 0.400 ± 0.000 | 0.420 ± 0.000 | 0.800 ± 0.000 | 0.350 ± 0.000 | 0 |" in md
     # Δ maj@k of grpo: end (0.6 + .02) − start (0.4 + .02) = +0.200
     assert any(ln.startswith("| grpo | +0.200 |") for ln in lines)
     # last third of grpo's 10 steps: the last evaluation at or before 6.67 is step 5, at (0.4 + final) / 2; per seed
@@ -269,15 +270,28 @@ def test_gc_view_probe_variants(tiny):
     assert len(set(comps)) == 4 and not any(task.verify(t["completion"], t["answer"]) for t in texts[4:8])
 
 
-def test_deepseekmath_findings_are_paired_by_seed(tmp_path):
+def _write_problems(out: Path, method: str, seed: int, correct: list[int]):
+    rows = [{"step": 10, "problem": f"p{i}", "index": i, "greedy_correct": c} for i, c in enumerate(correct)]
+    (out / method / f"seed{seed}" / "problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_deepseekmath_findings_are_decided_by_the_paired_test(tmp_path):
     out = tmp_path / "out"
-    for seed, (online, offline) in enumerate([(0.6, 0.5), (0.8, 0.6)]):
-        _write_run(out, "online_rft", seed, online, kl=False)
-        _write_run(out, "rft", seed, offline, kl=False)
+    #            online_rft      rft            d = online − rft
+    # seed 0:    [1, 1, 1, 0]    [0, 1, 0, 0]   [1, 0, 1, 0]
+    # seed 1:    [1, 1, 0, 1]    [0, 0, 0, 1]   [1, 1, 0, 0]
+    # D = 4/8 = 0.5; seed means .5, .5 -> MS_S = 0; problem means [1, .5, .5, 0] -> MS_P = 2·0.5/3 = 1/3;
+    # residuals [0, −.5, .5, 0], [0, .5, −.5, 0] -> MS_E = 1/3 -> (MS_S + MS_P − MS_E)/8 = 0 is floored at
+    # MS_E/8 = 1/24 with 3 df: SE 0.2041, t(0.975, 3) = 3.182 -> ±0.650: [−0.150, +1.150], not separated
+    for seed, (online, offline) in enumerate([([1, 1, 1, 0], [0, 1, 0, 0]), ([1, 1, 0, 1], [0, 0, 0, 1])]):
+        _write_run(out, "online_rft", seed, sum(online) / 4, kl=False)
+        _write_run(out, "rft", seed, sum(offline) / 4, kl=False)
+        _write_problems(out, "online_rft", seed, online)
+        _write_problems(out, "rft", seed, offline)
     md = write_report(out).read_text()
-    # differences [0.1, 0.2]: mean 0.15, sd 0.0707, t(0.975, 1) = 12.706 -> 12.706 · 0.0707 / √2 = 0.635
-    line = next(ln for ln in md.splitlines() if ln.startswith("| online_rft − rft |"))
-    assert "| 2 | +0.150 ± 0.635 |" in line
+    line = next(ln for ln in md.splitlines() if ln.startswith("| §5.2.1, Fig. 5: online RFT beats RFT"))
+    assert "| online_rft − rft | greedy | +0.500 [-0.150, +1.150] | not separated | 2 | 4 |" in line
+    assert "**greedy**: 0 pairs of 1 separated" in md
     assert "grpo − online_rft" not in md  # only comparisons whose two methods ran
 
 
