@@ -1,16 +1,17 @@
 """How much does the SFT base move under rounding alone? Stage 1 trained several times from the same config, with
 held-out greedy accuracy measured along the way.
 
-Each variant trains stage 1 (`gcframe.pipeline.stage1_config`) from the config's initial weights, changed only by
-what the variant names:
+Each variant trains stage 1 as the pipeline does (`gcframe.stage1.train`: the config's steps, or its stopping rule
+`sft_base.target_accuracy` on validation problems and its weight average `sft_base.ema`) from the config's initial
+weights, changed only by what the variant names:
 
     ref           the weights as built (what the cache would hold)
     perturb-K     every weight + 1e-7 · N(0, 1), noise seed K: a change far below float32 training's own rounding
     float64       the whole of stage 1 in float64 (no float32 accumulation)
 
 Run it at one thread and at two (`--threads`) to see the thread count's effect: BLAS sums in another order. The
-spread of the final accuracy over these variants is what a user on another CPU can expect; the curve shows
-whether the end point sits on a plateau or on a steep slope.
+spread of the base's held-out accuracy over these variants is what a user on another CPU can expect; the curve
+shows whether the end point sits on a plateau or on a steep slope, and where a target stopped each variant.
 
     python experiments/base_stability.py --study --out runs/base_stability       # the committed study (STUDY)
     python experiments/base_stability.py --out runs/stability                    # the default config's stage 1
@@ -56,12 +57,18 @@ def parse_args(argv=None):
 
 
 def train_variant(cfg, task, variant: str, eps: float, eval_every: int) -> list[dict]:
+    """Stage 1 (`gcframe.stage1.train`, as the pipeline runs it: its stopping rule and weight average included) from
+    the variant's initial weights -> its curve: held-out greedy accuracy every `eval_every` steps (the config's own
+    with a target accuracy), the last row at the step stage 1 ended."""
+    import dataclasses
+
     import torch
     from accelerate import Accelerator
 
+    from gcframe import stage1
+    from gcframe.evaluate.problems import heldout_rows
     from gcframe.modeling import build_char_tokenizer, build_tiny_llama
     from gcframe.pipeline import stage1_config
-    from gcframe.tracking.log import read_jsonl
     from gcframe.trainer import Trainer
 
     tok = build_char_tokenizer()
@@ -76,23 +83,25 @@ def train_variant(cfg, task, variant: str, eps: float, eval_every: int) -> list[
                 p.add_(eps * torch.randn(p.shape, generator=g, dtype=p.dtype))
     elif variant != "ref":
         raise UserError(f"unknown variant '{variant}': known are ref, perturb-K, float64")
+    cfg = dataclasses.replace(cfg, sft_base=dataclasses.replace(
+        cfg.sft_base, eval_every=cfg.sft_base.eval_every if cfg.sft_base.target_accuracy else eval_every))
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(stage1_config(cfg, eval_every), "sft", Path(tmp) / "log", None, task, Accelerator(cpu=True),
+        trainer = Trainer(stage1_config(cfg), "sft", Path(tmp) / "log", None, task, Accelerator(cpu=True),
                           policy=model, tok=tok, show_progress=False, dtype=dtype)
-        trainer.fit()
-        rows = read_jsonl(Path(tmp) / "log" / "metrics.jsonl")
-    losses = {r["step"] + 1: r["loss"] for r in rows if "loss" in r}
-    return [{"step": r["step"], "eval_accuracy": r["eval_accuracy"], "train_loss": losses.get(r["step"])}
-            for r in rows if "eval_accuracy" in r]
+        base, info = stage1.train(trainer, task, show_progress=False)
+        final = stage1.greedy_accuracy(base, trainer.ctx.generator, task, heldout_rows(task, cfg.train.eval_size))
+    rows = [{"step": r["step"], "eval_accuracy": r["accuracy"], "train_loss": r["loss"]} for r in info["curve"]]
+    if not rows or rows[-1]["step"] != info["steps_trained"]:
+        rows.append({"step": info["steps_trained"], "eval_accuracy": final, "train_loss": None})
+    return rows
 
 
-STUDY = [  # (label, arguments): the stage 1 the default config used to have, a shorter plateau, the default
+STUDY = [  # (label, arguments): a stage 1 stopped by a step count on the steep part of its curve, and the default's
     ("500 demos, 500 steps, constant lr", ["--set", "task.n_demos=500", "--sft-steps", "500", "--schedule", "constant",
+                                           "--set", "sft_base.target_accuracy=0.0", "--set", "sft_base.ema=0.0",
                                            "--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
-    ("1000 demos, 1000 cosine steps", ["--sft-steps", "1000", "--variants", "ref,perturb-1,perturb-2,perturb-3"]),
-    ("default: 1000 demos, 2000 cosine steps", ["--eval-every", "100",
-                                                "--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
-    ("default: 1000 demos, 2000 cosine steps", ["--eval-every", "100", "--threads", "2", "--variants", "ref"]),
+    ("default: target accuracy, weight average", ["--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
+    ("default: target accuracy, weight average", ["--threads", "2", "--variants", "ref"]),
 ]
 
 
@@ -180,6 +189,8 @@ def summarise(out: Path) -> None:
                      "lr schedule": g["schedule"].iloc[0], "demos": int(g["n_demos"].iloc[0]) if "n_demos" in g
                      and g["n_demos"].notna().all() else "",
                      "final held-out accuracy by variant": ", ".join(f"{v} {a:.3f}" for v, a in every.items()),
+                     "stage 1 ended at step": ", ".join(f"{v} {int(st)}" for v, st in
+                                                        g.set_index("variant")["step"].items()),
                      "float32 min": f"{acc.min():.3f}", "float32 max": f"{acc.max():.3f}",
                      "float32 spread": f"{acc.max() - acc.min():.3f}",
                      "float64": f"{every['float64']:.3f}" if "float64" in every else "–",

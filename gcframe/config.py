@@ -57,20 +57,20 @@ class SFTBaseConfig:
     """After warm-up: constant, or cosine (decays to 0 at the last step, so the base ends where the loss has
     settled rather than on a noisy point of a constant-lr trajectory)."""
     target_accuracy: float = 0.0
-    """Stop stage 1 at the first evaluation where the base's greedy accuracy on the validation problems reaches
-    this (`steps` is then a cap; a base that never reaches it is refused, not used). A base defined by its accuracy
-    lands there on any machine, where one defined by a step count on the steep part of the learning curve moves
-    with rounding (results/base_stability). 0: train all `steps`."""
+    """Stop stage 1 at the first evaluation where the base's greedy accuracy on the held-out problems (the first
+    train.eval_size, which every method is then scored on) reaches this; `steps` is then a cap, and a base that never
+    reaches it is refused, not used. A base defined by its accuracy lands there on any machine, where one defined by
+    a step count on the steep part of the learning curve moves with rounding (results/base_stability). Every method
+    starts from this one base, so choosing its stopping point on those problems favours none of them. 0: train all
+    `steps`."""
     eval_every: int = 100
-    """Stage-1 steps between greedy evaluations on the validation problems: the progress line's accuracy and, with
-    target_accuracy, the stopping rule (the default config evaluates every 5 steps, ~0.5 s each on the toy)."""
+    """Stage-1 steps between greedy evaluations of the base on the held-out problems: the progress line's accuracy
+    and, with target_accuracy, the stopping rule (the default config evaluates every 2 steps, ~0.5 s each on the toy:
+    the base overshoots its target by at most what 2 steps add)."""
     ema: float = 0.0
     """Polyak averaging: θ̄ ← ema·θ̄ + (1 − ema)·θ after every step, and the base is θ̄. On the steep part of the
     curve the raw weights' greedy accuracy jumps by ±0.1 between evaluations 10 steps apart; the average's rises
     smoothly, so a target is met without overshoot. 0: the raw weights."""
-    val_size: int = 1000
-    """Validation problems of stage 1: RL prompts that are not demonstrations (the held-out problems every method
-    is scored on play no part in stage 1)."""
 
     def validate(self) -> None:
         if not 0.0 <= self.target_accuracy <= 1.0:
@@ -212,7 +212,7 @@ class RunConfig:
 LR_SCHEDULES = ("constant", "cosine")
 POSITIVE = {"steps", "lr", "prompts_per_step", "group_size", "epochs", "minibatches", "batch_size",
             "eval_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_positions"}
-NON_NEGATIVE = {"max_new_tokens", "micro_batch_size", "grad_clip", "weight_decay", "eval_every", "val_size",
+NON_NEGATIVE = {"max_new_tokens", "micro_batch_size", "grad_clip", "weight_decay", "eval_every",
                 "log_samples", "sample_every", "ref_refresh_every", "warmup_steps", "eval_k",
                 "checkpoint_every", "lora_rank", "max_prompts_per_step", "target_accuracy", "ema"}
 
@@ -363,6 +363,10 @@ def from_dict(raw: dict) -> RunConfig:
 
 def load_yaml(path: str | Path) -> dict:
     p = Path(path)
+    if p.is_dir():
+        inside = sorted(f.name for f in p.iterdir() if f.suffix in (".yaml", ".yml"))[:3]
+        hint = f" (it holds {', '.join(inside)})" if inside else " (see experiments/configs/)"
+        raise UserError(f"config file '{path}' is a folder, not a file: give the path of a YAML file{hint}")
     if not p.is_file():
         raise UserError(f"config file '{path}' not found: give the path of a YAML file "
                         "(see experiments/configs/)")
@@ -370,6 +374,12 @@ def load_yaml(path: str | Path) -> dict:
         data = yaml.safe_load(p.read_text())
     except OSError as e:
         raise UserError(f"config file '{path}' cannot be read ({type(e).__name__}): check its permissions") from None
+    except yaml.MarkedYAMLError as e:  # where the parser stopped, and the construct it was reading
+        at = f" at line {e.problem_mark.line + 1}, column {e.problem_mark.column + 1}" if e.problem_mark else ""
+        within = (f" {e.context} that starts at line {e.context_mark.line + 1}, column {e.context_mark.column + 1}"
+                  if e.context and e.context_mark else f" {e.context}" if e.context else "")
+        what = f"{e.problem or type(e).__name__}{within}"
+        raise UserError(f"config file '{path}' is not valid YAML{at} ({what}): fix the syntax there") from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise UserError(f"config file '{path}' is not valid YAML ({first}): fix the syntax") from None

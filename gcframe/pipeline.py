@@ -130,27 +130,40 @@ def stage1_config(cfg: RunConfig, eval_every: int = 0) -> RunConfig:
 
 
 def _train_sft_base(cfg: RunConfig, task, accelerator, d: Path, show_progress: bool) -> tuple[Path, dict]:
-    """Stage 1: the tiny model trained from scratch on the demonstrations (method `sft`), published at `d`."""
-    from gcframe.modeling import build_char_tokenizer, build_tiny_llama, save_model_and_tokenizer
+    """Stage 1 (gcframe.stage1): the tiny model trained from scratch on the demonstrations (method `sft`), evaluated
+    on the held-out problems, published at `d`. A base that missed its target accuracy is not published."""
+    from gcframe import stage1
+    from gcframe.evaluate import evaluate
+    from gcframe.evaluate.problems import heldout_rows
+    from gcframe.modeling import build_char_tokenizer, build_tiny_llama, evaluating, save_model_and_tokenizer
     from gcframe.trainer import Trainer
 
     tok = build_char_tokenizer()
     model = build_tiny_llama(tok, cfg.model, seed=cfg.task.seed)
     s = cfg.sft_base
-    stage1 = stage1_config(cfg)
     tmp = d.with_name(d.name + f".tmp{os.getpid()}")
     if show_progress and accelerator.is_main_process and progress.ENABLED:  # minutes, once per task and model
-        print(f"training the SFT base (stage 1: {s.steps} steps on {len(task.demos)} demonstrations), cached in {d} "
-              "for later runs", file=sys.stderr, flush=True)
+        until = f", or until held-out accuracy {s.target_accuracy:g}" if s.target_accuracy else ""
+        print(f"training the SFT base (stage 1: up to {s.steps} steps{until}, on {len(task.demos)} demonstrations), "
+              f"cached in {d} for later runs", file=sys.stderr, flush=True)
     t0 = time.time()
-    trainer = Trainer(stage1, "sft", tmp / "log", None, task, accelerator, policy=model, tok=tok,
+    trainer = Trainer(stage1_config(cfg), "sft", tmp / "log", None, task, accelerator, policy=model, tok=tok,
                       show_progress=show_progress, label="stage 1 (SFT base)")
-    result = trainer.fit()
-    info = {"eval_accuracy": result["final_accuracy"], "train_time_s": round(time.time() - t0, 1),
-            "steps": s.steps, "n_demos": len(task.demos), "key": base_key(cfg),
-            "evaluations": {eval_key(cfg, task): result["final_accuracy"]}, "eval_key": eval_key(cfg, task)}
+    try:
+        base, run = stage1.train(trainer, task, show_progress and accelerator.is_main_process)
+    except UserError:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    rows = heldout_rows(task, cfg.train.eval_size)
+    with evaluating(base):
+        acc = evaluate(base, trainer.ctx.generator, task, rows)["greedy_correct"] / len(rows)
+    info = {"eval_accuracy": acc, "train_time_s": round(time.time() - t0, 1), "steps": run["steps_trained"],
+            "n_demos": len(task.demos), "key": base_key(cfg), "evaluations": {eval_key(cfg, task): acc},
+            "eval_key": eval_key(cfg, task), "stage1": run}
     if accelerator.is_main_process:
-        save_model_and_tokenizer(accelerator.unwrap_model(trainer.policy), tok, tmp)
+        save_model_and_tokenizer(base, tok, tmp)
         (tmp / "base_info.json").write_text(json.dumps(info, indent=1))
         publish_dir(tmp, d)
     accelerator.wait_for_everyone()
