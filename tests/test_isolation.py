@@ -16,12 +16,17 @@ WHERE = "GCFRAME_TEST_ISOLATION_OUT"  # a file the nested run below names its ca
 def test_a_test_writes_into_the_sessions_cache():
     """What a base, a preference set or a converted model does: write under cache_root(), here and in a command."""
     root = cache_root()
-    (root / "sft_base" / f"probe-{os.getpid()}").mkdir(parents=True, exist_ok=True)
-    child = subprocess.run([sys.executable, "-c", "from gcframe.tracking.log import cache_root; print(cache_root())"],
-                           capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert child.stdout.strip() == str(root), child.stderr
-    if os.environ.get(WHERE):
-        Path(os.environ[WHERE]).write_text(str(root))
+    probe = root / "sft_base" / f"probe-{os.getpid()}"
+    probe.mkdir(parents=True, exist_ok=True)
+    try:
+        child = subprocess.run([sys.executable, "-c", "from gcframe.tracking.log import cache_root; "
+                                "print(cache_root())"], capture_output=True, text=True, cwd=ROOT,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert child.stdout.strip() == str(root), child.stderr
+        if os.environ.get(WHERE):
+            Path(os.environ[WHERE]).write_text(str(root))
+    finally:
+        probe.rmdir()  # a kept cache (GCFRAME_TEST_CACHE) collects no probes
 
 
 def test_a_test_run_leaves_the_users_cache_untouched(tmp_path):
@@ -37,6 +42,6 @@ def test_a_test_run_leaves_the_users_cache_untouched(tmp_path):
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     used = Path(where.read_text())
-    assert used != user and user not in used.parents
-    assert list(user.iterdir()) == [] and list(home.iterdir()) == []
+    assert used != user and user not in used.parents and home not in used.parents
+    assert list(user.iterdir()) == [] and list(home.iterdir()) == []  # not even an empty sft_base/
     assert not used.exists()  # removed with the session
