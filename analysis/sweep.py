@@ -13,10 +13,13 @@ The claims (DeepSeekMath, Shao et al. 2024, arXiv:2402.03300; the seed chapter's
     process >= outcome        §4.1.3 / Fig. 5: per-step rewards beat one reward at the end
     maj@K lift > pass@K lift  Fig. 7: RL sharpens the output distribution more than it adds capability
 
-Each is a paired difference by seed (same seed = same prompt order and sampling stream from the same SFT base)
-with a 95% Student-t interval, mean ± t_{0.975,n−1}·s/√n; a cell is marked where the interval excludes 0. The
-power column is the smallest true difference the test detects with probability 0.8 at two-sided α = 0.05,
-(t_{0.975,n−1} + t_{0.80,n−1})·s/√n (the paired-t sample-size formula, e.g. Cohen 1988, ch. 2), at the cell's s.
+Greedy cells are decided by the paired test on per-problem outcomes (analysis.paired: the same held-out problems
+and seeds for both methods, a 95% interval from the two-way seeds × problems variance); the power column is the
+smallest true difference that design detects with probability 0.8 at two-sided α = 0.05 (`detectable_difference`).
+Cells without per-problem outcomes (maj@K, pass@K from final_k.json; sweeps made before problems.jsonl existed) are a
+paired difference by seed (same seed = same prompt order and sampling stream from the same SFT base) with a 95%
+Student-t interval, mean ± t_{0.975,n−1}·s/√n, and the power column (t_{0.975,n−1} + t_{0.80,n−1})·s/√n (the
+paired-t sample-size formula, e.g. Cohen 1988, ch. 2). A cell is marked where its interval excludes 0.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ import yaml  # noqa: E402
 
 from analysis.report import T975  # noqa: E402
 from analysis.runs import Runs, markdown_table  # noqa: E402
+from gcframe.tracking.log import read_jsonl  # noqa: E402
 from gcframe.errors import UserError, cli_entry  # noqa: E402
 
 T80 = [1.376, 1.061, 0.978, 0.941, 0.920, 0.906, 0.896, 0.889, 0.883, 0.879, 0.876, 0.873, 0.870, 0.868, 0.866,
@@ -72,6 +76,20 @@ def paired(a: pd.Series, b: pd.Series) -> dict:
     return out
 
 
+def paired_problems(frame: pd.DataFrame, a: str, b: str) -> dict:
+    """`paired`'s columns from the paired test on per-problem outcomes (analysis.paired), for methods a and b in
+    `frame` (rows of method, seed, problem, greedy)."""
+    from analysis.paired import detectable_difference, paired_difference
+
+    r = paired_difference(frame, a, b, "greedy")
+    design = [r["var_seed"], r["var_problem"], r["var_resid"]]
+    mde = detectable_difference(*design, r["n_seeds"], r["n_problems"])["mde"]
+    mde5 = detectable_difference(*design, 5, r["n_problems"])["mde"] if r["n_seeds"] > 1 else math.nan
+    return {"n_seeds": r["n_seeds"], "n_problems": r["n_problems"], "mean": r["diff"], "sd": math.nan,
+            "ci_low": r["lo"], "ci_high": r["hi"], "significant": (int(r["lo"] > 0) - int(r["hi"] < 0)),
+            "mde80": mde, "mde80_5seeds": mde5, "p_improve": r["p_improve"]}
+
+
 # -- loading -----------------------------------------------------------------------------------------------------
 class Sweep:
     """Per level: the greedy evaluation rows and training rows of every run, its final_k.json files, its base."""
@@ -83,6 +101,7 @@ class Sweep:
             raise UserError(f"'{out}' is not a sweep folder (no sweep.yaml): give the --out of experiments/sweep_5_2.py")
         self.spec = yaml.safe_load(spec.read_text())
         self.levels, self.eval, self.train, self.final, self.base = [], [], [], [], {}
+        problems = []
         for level in self.spec["levels"]:
             d = self.out / level
             if not list(d.glob("*/seed*/metrics.jsonl")):
@@ -95,6 +114,12 @@ class Sweep:
             self.levels.append(level)
             self.eval.append(runs.eval.assign(level=level))
             self.train.append(runs.train.assign(level=level))
+            for f in sorted(d.glob("*/seed*/problems.jsonl")):  # per-problem greedy outcomes of every evaluation
+                rows = pd.DataFrame(read_jsonl(f))
+                if len(rows):
+                    problems.append(rows[["step", "problem", "greedy_correct"]].rename(
+                        columns={"greedy_correct": "greedy"}).assign(
+                        level=level, method=f.parent.parent.name, seed=int(f.parent.name.removeprefix("seed"))))
             for f in sorted(d.glob("*/seed*/final_k.json")):
                 self.final.append({**json.loads(f.read_text()), "level": level, "method": f.parent.parent.name,
                                    "seed": int(f.parent.name.removeprefix("seed"))})
@@ -102,6 +127,7 @@ class Sweep:
             raise UserError(f"the sweep in '{out}' has no runs yet: wait for the first cell")
         self.eval, self.train = pd.concat(self.eval, ignore_index=True), pd.concat(self.train, ignore_index=True)
         self.final = pd.DataFrame(self.final)
+        self.problems = pd.concat(problems, ignore_index=True) if problems else pd.DataFrame()
         self.k = int(self.spec.get("final_k", 64))
         self.ks = [2 ** i for i in range(int(math.log2(self.k)) + 1)]
 
@@ -112,6 +138,16 @@ class Sweep:
         e = self.eval
         e = e[(e["level"] == level) & (e["method"] == method) & (e["step"] == step)]
         return e.set_index("seed")["eval_accuracy"]
+
+    def greedy_test(self, level: str, a: str, b: str, step: int) -> dict:
+        """The greedy cell of a − b at `step`: the paired test on per-problem outcomes where both methods' runs have
+        them at that step, else the paired difference of per-seed accuracies."""
+        pr = self.problems
+        if len(pr):
+            cell = pr[(pr["level"] == level) & (pr["step"] == step) & pr["method"].isin([a, b])]
+            if set(cell["method"]) == {a, b}:
+                return paired_problems(cell, a, b)
+        return paired(self.greedy(level, a, step), self.greedy(level, b, step))
 
     def final_metric(self, level: str, method: str, col: str) -> pd.Series:
         f = self.final
@@ -130,7 +166,7 @@ def claim_rows(sw: Sweep) -> pd.DataFrame:
         for claim, a, b in CLAIMS:
             for step in steps:
                 rows.append({**head, "claim": claim, "metric": "greedy", "step": step, "K": 0,
-                             **paired(sw.greedy(level, a, step), sw.greedy(level, b, step))})
+                             **sw.greedy_test(level, a, b, step)})
             for metric in dict.fromkeys((f"maj@{sw.k}", f"pass@{sw.k}", "maj@8", "pass@8")):  # K = 8 and final_k
                 if metric in sw.final:
                     rows.append({**head, "claim": claim, "metric": metric, "step": steps[-1] if steps else 0,
@@ -295,8 +331,8 @@ def markdown(sw: Sweep, claims: pd.DataFrame, mech: pd.DataFrame, preds: pd.Data
 
 def end_table(sw: Sweep, claims: pd.DataFrame) -> pd.DataFrame:
     """The map's headline (results/sweep_5_2/end_table.csv): per claim, per level, the paired greedy difference at the
-    last evaluation step, mean [95% interval], bold where it excludes 0, and in brackets the smallest difference
-    5 seeds detect (power 0.8)."""
+    last evaluation step (seeds × problems), mean [95% interval], bold where it excludes 0, and in brackets the
+    smallest difference the design detects (power 0.8)."""
     g = claims[(claims["metric"] == "greedy") & (claims["n_seeds"] > 0)]
     if not len(g):
         return pd.DataFrame()
@@ -310,7 +346,7 @@ def end_table(sw: Sweep, claims: pd.DataFrame) -> pd.DataFrame:
         for _, r in sub.iterrows():
             cell = "–" if pd.isna(r["ci_low"]) else f"{r['mean']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]"
             cell = f"**{cell}**" if r["significant"] else cell
-            row[sw.label(r["level"])] = f"{cell} ({r['mde80_5seeds']:.2f})"
+            row[sw.label(r["level"])] = f"{cell} ({r['mde80']:.2f})"
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -1,6 +1,6 @@
 """MkDocs hook: pages built from the code, so nothing in the docs is written twice.
 
-Two markers, each on a line of its own in a page's Markdown:
+Three markers, each on a line of its own in a page's Markdown:
 
     <!-- gcframe:config gcframe.config.TrainConfig train -->
         a table of the dataclass's fields (option, type, default, the field's docstring) for the config section
@@ -8,6 +8,8 @@ Two markers, each on a line of its own in a page's Markdown:
     <!-- gcframe:method grpo -->
         a built-in method from its code: the registered name and flags, its data source (the class docstring),
         its gradient coefficient (the `coefficients` docstring), the module's notes, and its options (its Config)
+    <!-- gcframe:fields gcframe.evaluate.problems.FIELDS -->
+        a {name: meaning} mapping of the code as a two-column table (the columns of a per-problem file)
 
 The types and defaults come from `dataclasses.fields` of the imported class, the docstrings from the source (the
 string literal under each field, as mkdocstrings reads them).
@@ -47,7 +49,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 log = logging.getLogger("mkdocs.hooks.gcframe")
-MARKER = re.compile(r"^<!-- gcframe:(config|method) ([\w.]+)(?: ([\w.]+))? -->$", re.M)
+MARKER = re.compile(r"^<!-- gcframe:(config|method|fields) ([\w.]+)(?: ([\w.]+))? -->$", re.M)
 VALUE = re.compile(r"\{\{ *(\w+)\.([\w.]+)(?::([^}]*?))? *\}\}")
 NOT_METHODS = {"__init__", "base"}
 DEFAULT_CONFIG = ROOT / "experiments" / "configs" / "default.yaml"
@@ -74,6 +76,8 @@ def on_page_markdown(markdown, page, config, files, **kwargs):
     def render(m: re.Match) -> str:
         kind, target, section = m.groups()
         try:
+            if kind == "fields":
+                return fields_table(target)
             return config_table(target, section) if kind == "config" else method_section(target)
         except (ImportError, AttributeError, KeyError, TypeError) as e:
             log.warning(f"{page.file.src_uri}: marker '{m.group(0)}' names nothing usable ({type(e).__name__}: {e})")
@@ -90,6 +94,13 @@ def on_page_markdown(markdown, page, config, files, **kwargs):
             return m.group(0)
 
     return VALUE.sub(value, MARKER.sub(render, markdown))
+
+
+def fields_table(dotted: str) -> str:
+    """A {name: meaning} mapping of the code (e.g. gcframe.evaluate.problems.FIELDS) as a two-column table."""
+    fields = resolve(dotted)
+    rows = [f"| `{name}` | {meaning} |" for name, meaning in fields.items()]
+    return "\n".join(["| column | meaning |", "|---|---|", *rows]) + "\n"
 
 
 # -- reading the code ---------------------------------------------------------------------------------------------
