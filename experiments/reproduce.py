@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
@@ -55,6 +55,10 @@ class Recipe:
     """Arguments that make the smoke version."""
     keep: list = field(default_factory=list)
     """command: files (globs, relative to the run folder) copied into results/<name>/."""
+    base_run: dict = field(default_factory=dict)
+    """compare: a comparison made first whose final model every run of this one starts from (the seed's pipeline:
+    an SFT stage, then RL from it): {config, method, seed}; its runs go to runs/<name>-<method>/, the model is passed
+    as --model RUNS/<method>/seed<seed>/final, and its tables go into results/<name>/ under the prefix <method>_stage_."""
     rescore: list = field(default_factory=list)
     """compare: `python -m gcframe.evaluate` arguments run on the finished comparison (e.g. --problems 500): its final
     models scored on more held-out problems than its training evaluations, for the paired comparison."""
@@ -83,6 +87,11 @@ RECIPES = {
     "word_problems": Recipe("multi-step word problems (GSM8K format) on SmolLM2: grpo, ppo, online_rft, sft",
                             "compare", "smollm2_word_problems.yaml", [0, 1],
                             quick=["--quick", "--methods", "sft,grpo"]),
+    "word_problems_pipeline": Recipe(
+        "the seed's pipeline on SmolLM2 word problems: SFT, then 8 methods (grpo with dynamic sampling among them) "
+        "from the SFT model, 2 seeds, final models on 300 problems", "compare", "word_problems_pipeline.yaml", [0, 1],
+        quick=["--quick", "--methods", "grpo,grpo@ds"],
+        base_run={"config": "word_problems_sft.yaml", "method": "sft", "seed": 0}, rescore=["--problems", "300"]),
     "base_stability": Recipe(
         "the SFT base under rounding: stage 1 with weight perturbations, float64 and two thread counts", "command",
         command=["experiments/base_stability.py", "--study", "--out", "OUT"],
@@ -189,6 +198,17 @@ def reproduce(name: str, args) -> Path | None:
 
     if recipe.kind == "compare":
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else ([0] if args.quick else recipe.seeds)
+        stage = None
+        if recipe.base_run:  # the earlier stage: its final model is this comparison's base
+            b = recipe.base_run
+            stage = runs.with_name(f"{runs.name}-{b['method']}")
+            compare_cells(Recipe(f"{name}: {b['method']} stage", "compare", b["config"], [b["seed"]],
+                                 args=["--methods", b["method"]], quick=["--quick"]), [b["seed"]], stage, args.quick)
+            if not (stage / "summary.csv").exists():
+                print(f"{name}: its {b['method']} stage is still running elsewhere; run the same command again later")
+                return None
+            model = stage / b["method"] / f"seed{b['seed']}" / "final"
+            recipe = replace(recipe, args=[*recipe.args, "--model", str(model)])
         if seeds != recipe.seeds and not args.quick:  # a check, not the result: its own run and result folders
             runs = runs.with_name(f"{name}-seeds{'-'.join(map(str, seeds))}")
             results = runs / "results"
@@ -202,6 +222,8 @@ def reproduce(name: str, args) -> Path | None:
                 print(f"{name}: models still being re-scored elsewhere; the last process to finish writes {results}")
                 return None
         collect.from_compare(runs, results)
+        if stage is not None:
+            collect.from_compare(stage, results, prefix=f"{recipe.base_run['method']}_stage_")
     else:
         runs.mkdir(parents=True, exist_ok=True)
         run([a.replace("OUT", str(runs)) for a in recipe.command] + (recipe.quick if args.quick else []))
