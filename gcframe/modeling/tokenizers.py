@@ -78,6 +78,25 @@ def end_of_turn_token(tok) -> str | None:
     return None
 
 
+def with_prompt_bos(tok):
+    """The tokenizer a trained model is saved with. Training opens every plain-text prompt with <bos>
+    (`gcframe.sampling.encode_prompt`); where `tok(text)` would not, this returns a copy whose `tok(text)` does
+    (transformers' `add_bos_token`), so `AutoTokenizer.from_pretrained(final)` gives plain `transformers` code the
+    prompts the model was trained on ('12+34=' -> <bos>12+34=). `add_special_tokens=False`, which is how gcframe
+    encodes, is unchanged. A chat tokenizer is returned as it is: its template opens the prompt itself."""
+    import copy
+
+    if tok.bos_token_id is None or has_chat_template(tok):
+        return tok
+    ids = tok("0")["input_ids"]
+    if ids and ids[0] == tok.bos_token_id:
+        return tok  # it adds <bos> already
+    out = copy.deepcopy(tok)
+    out.add_bos_token = True
+    added = out("0")["input_ids"]
+    return out if added and added[0] == tok.bos_token_id else tok  # a tokenizer that ignores it: as it was
+
+
 def configure_tokenizer(tok):
     """What gcframe expects of every tokenizer: left padding (generation continues right after the prompt); eos =
     the template's end-of-turn token where the tokenizer has a chat template (a completion is one assistant turn:

@@ -1,7 +1,8 @@
 """What a finished run keeps: its final policy as a Hugging Face folder; its resumable checkpoints go.
 
     RUN/final/   full fine-tuning: config.json, model.safetensors, generation_config.json and the tokenizer, so
-                 `AutoModelForCausalLM.from_pretrained(RUN/final)` and `AutoTokenizer.from_pretrained(RUN/final)` load it
+                 `AutoModelForCausalLM.from_pretrained(RUN/final)` and `AutoTokenizer.from_pretrained(RUN/final)` load it;
+                 the tokenizer's `tok(text)` opens a plain prompt with <bos> as training did (`with_prompt_bos`)
                  LoRA (model.lora_rank > 0): adapter_config.json, adapter_model.safetensors, the tokenizer and MERGE.md,
                  which names the base the adapter belongs to and how to merge it into a plain model
 
@@ -43,11 +44,13 @@ def is_lora(model) -> bool:
 def save(model, tokenizer, final: str | Path, base_dir, state_dict=None) -> Path:
     """Write the folder `final` (atomically: a temporary folder renamed into place) -> its path. `state_dict`: the
     full weights where the model holds only its shards (FSDP2, gathered by the caller)."""
+    from gcframe.modeling.tokenizers import with_prompt_bos
+
     final = Path(final)
     tmp = final.with_name(final.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, state_dict=state_dict)  # a PeftModel writes only its adapter
-    tokenizer.save_pretrained(tmp)
+    with_prompt_bos(tokenizer).save_pretrained(tmp)  # tok(text) adds the <bos> training opened prompts with
     if is_lora(model):
         base = Path(base_dir).resolve() if base_dir and Path(base_dir).exists() else base_dir
         (tmp / "MERGE.md").write_text(MERGE_NOTE.format(base=base, final=final.resolve()))
