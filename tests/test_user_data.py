@@ -33,6 +33,19 @@ def nan(prompt, completion, answer):
 
 def boom(prompt, completion, answer):
     raise KeyError("label")
+
+def text(prompt, completion, answer):
+    return "1.0"
+
+def digits(prompt, completion, answer):       # fails on a completion with no digit in it (the empty one)
+    return float(max(completion, key=str.isdigit).isdigit()) + 0 * int(completion[-1])
+
+def typed(prompt, completion, answer):        # numbers of every kind a user may return: bool, int, NumPy, torch
+    import numpy, torch
+    return {"3": True, "12": numpy.float32(0.5), "": torch.tensor(0.25)}.get(completion, 2)
+
+def steps_text(prompt, completion, answer):
+    return [(1, "1.0")]
 '''
 
 
@@ -85,7 +98,12 @@ def test_dataset_task_completion_column(tmp_path):
 
 
 @pytest.mark.parametrize("kw, words", [
-    ({"columns": {"prompt": "question", "answer": "a"}}, "lacks column(s) question (it has q, a, sol)"),
+    ({"columns": {"prompt": "question", "answer": "a"}},  # the example maps the file's own columns
+     "lacks column(s) question (it has q, a, sol): map yours with task.columns, e.g. {prompt: q, answer: a}"),
+    ({"columns": {"prompt": "question", "answer": "solution"}},
+     "lacks column(s) question, solution (it has q, a, sol): map yours with task.columns, e.g. {prompt: q, answer: a}"),
+    ({"path": "{tmp}/bad.jsonl"}, "task.path '{tmp}/bad.jsonl': line 7 is not valid JSON (Expecting ',' delimiter)"),
+    ({"path": "{tmp}/bad.json"}, "task.path '{tmp}/bad.json' is not valid JSON at line 3, column 15"),
     ({"columns": {"prompt": "q", "label": "a"}}, "unknown role(s) label"),
     ({"path": "/no/such/qa.csv"}, "not found"),
     ({"path": "{tmp}/qa.txt"}, "give a .jsonl, .json, .csv or .parquet file"),
@@ -94,10 +112,16 @@ def test_dataset_task_completion_column(tmp_path):
 def test_dataset_task_bad_input(tmp_path, kw, words):
     write_data(tmp_path / "qa.jsonl")
     (tmp_path / "qa.txt").write_text("1+1=,2\n")
+    lines = [json.dumps(r) for r in ROWS]
+    lines[6] = lines[6][:-1]  # line 7 (1-based) loses its closing brace; datasets would log "row 6"
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
+    # one JSON document, its third line missing a comma after its "q" value: ' {"q": "1+2=" ' is 14 characters, so
+    # the parser stops at column 15, where "a" starts
+    (tmp_path / "bad.json").write_text('[\n {"q": "1+1=", "a": "2"},\n {"q": "1+2=" "a": "3"}\n]\n')
     kw = {k: v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v for k, v in kw.items()}
     with pytest.raises(UserError) as e:
         build_task(dataset_cfg(kw.pop("path", tmp_path / "qa.jsonl"), **kw))
-    assert words in str(e.value)
+    assert words.replace("{tmp}", str(tmp_path)) in str(e.value) and "\n" not in str(e.value)
 
 
 # -- reward functions -----------------------------------------------------------------------------------------------
@@ -125,6 +149,8 @@ def test_reward_functions_are_summed_with_weights(rewards_file):
 @pytest.mark.parametrize("spec, weights, words", [
     ("{f}:nan", [], "reward function {f}:nan returned nan for prompt '1+2=' and completion '3'"),
     ("{f}:boom", [], "reward function {f}:boom raised KeyError: 'label' on prompt '1+2='"),
+    ("{f}:text", [], "reward function {f}:text returned '1.0' (a str) for prompt '1+2=' and completion '3': return "
+                     "a number"),
     ("{f}:nope", [], "defines no function 'nope'"),
     ("{f}", [], "must be 'FILE.py:NAME'"),
     ("{f}:correct", [1.0, 2.0], "2 weight(s) for 1 reward function(s)"),
@@ -137,6 +163,40 @@ def test_reward_function_errors_are_one_line(rewards_file, spec, weights, words)
     with pytest.raises(UserError) as e:
         RewardFunctions([spec], weights).score(_Texts([{"prompt": "1+2=", "completion": "3", "answer": "3"}]))
     assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_reward_functions_accept_numbers_of_every_kind(rewards_file):
+    from gcframe.rewards.functions import RewardFunctions
+
+    f = RewardFunctions([f"{rewards_file}:typed"], [2.0])
+    batch = _Texts([{"prompt": "1+2=", "completion": c, "answer": "3"} for c in ("3", "12", "", "x")])
+    # 2 · True = 2;  2 · float32(0.5) = 1;  2 · tensor(0.25) = 0.5;  2 · 2 = 4
+    assert f.score(batch).tolist() == [2.0, 1.0, 0.5, 4.0]
+
+
+@pytest.mark.parametrize("spec, step, words", [
+    ("{f}:boom", False, "reward function {f}:boom raised KeyError: 'label' on prompt '"),
+    ("{f}:digits", False, "reward function {f}:digits raised ValueError: max() arg is an empty sequence on prompt "),
+    ("{f}:nan", False, "reward function {f}:nan returned nan for prompt '"),
+    ("{f}:steps_text", True, "step reward function {f}:steps_text returned '1.0' (a str) for prompt '"),
+])
+def test_reward_functions_are_tried_before_anything_runs(tmp_path, rewards_file, spec, step, words):
+    """attach (compare.py, before stage 1 and before anything is written) calls every function on a few
+    demonstrations and on an empty completion: a broken function is refused there, in one line."""
+    from gcframe.config import TrainConfig
+    from gcframe.rewards.functions import attach
+
+    task = build_task(dataset_cfg(write_data(tmp_path / "qa.jsonl")))
+    spec, words = spec.replace("{f}", str(rewards_file)), words.replace("{f}", str(rewards_file))
+    train = (TrainConfig(reward="process", step_reward_func=spec) if step else
+             TrainConfig(reward="functions", reward_funcs=[spec]))
+    with pytest.raises(UserError) as e:
+        attach(task, train)
+    assert str(e.value).startswith(words) and "\n" not in str(e.value)
+    assert str(e.value).endswith("(tried on 3 demonstrations and an empty completion before training: nothing was "
+                                 "written)")
+    attach(task, TrainConfig(reward="functions", reward_funcs=[f"{rewards_file}:correct"],
+                             step_reward_func=f"{rewards_file}:steps"))  # working functions pass
 
 
 def test_step_reward_function_places_rewards_on_step_tokens(rewards_file):

@@ -154,8 +154,13 @@ def test_own_data_example_runs_from_another_folder(tmp_path):
                         "--methods", "grpo", "--steps", "2", "--eval-size", "8", "--out", "out", "--no-progress"],
                        capture_output=True, text=True, env=cli_env(), cwd=tmp_path, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
+    # what --quick replaced of the config, in one line: stage 1 within its token budget, 211,200 // (32 demonstrations
+    # x 23 tokens, the longest) = 286 steps; train.steps and eval_size are the flags', which the user chose
+    assert ("--quick (a smoke run) replaced your config's sft_base.steps 400 -> 286, train.eval_every 10 -> 0; drop "
+            "--quick to run with your values") in r.stdout.splitlines()
     saved = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
     assert saved["task"]["path"] == str(example / "additions.jsonl")
+    assert (saved["sft_base"]["steps"], saved["sft_base"]["batch_size"]) == (286, 32)
     assert saved["task"]["n_heldout"] == 40 and saved["train"]["eval_size"] == 8
     assert saved["train"]["reward_funcs"] == [f"{example / 'my_rewards.py'}:correct",
                                               f"{example / 'my_rewards.py'}:brief"]
@@ -246,3 +251,41 @@ def test_gc_view_labels_a_chat_probe_by_its_user_turn():
                          "completion": "The answer is 42 apples, I think.", "reward": 0.0})
     assert long.count("…") == 2 and len(long) < 70
     assert gc_row_label({"prompt": "12+34=", "completion": "46", "reward": 1.0}) == "12+34=46  r=1"
+
+
+MY_METHOD = '''
+from methods import register
+from methods.sft import SFT
+
+
+@register("{name}")
+class Mine(SFT):
+    """SFT under a name of the user's own."""
+'''
+
+
+def test_resume_takes_a_moved_methods_from_file(tmp_path):
+    """The --methods-from file moved after the run started: --resume names it as gone and says how to give its new
+    place; --resume --methods-from NEW is accepted when NEW defines the run's methods (and refused, naming them,
+    when it does not), and OUT/config.yaml then names NEW, so a plain --resume works again."""
+    (tmp_path / "old.py").write_text(MY_METHOD.format(name="mine"))
+    cfg = write_config(tmp_path / "tiny.yaml", {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "steps": 2}})
+    out = tmp_path / "out"
+    r = run_cli("--config", cfg, "--methods-from", tmp_path / "old.py", "--methods", "mine", "--out", out,
+                "--no-progress")
+    assert r.returncode == 0, r.stderr[-3000:]
+    (tmp_path / "old.py").rename(tmp_path / "new.py")
+    (tmp_path / "other.py").write_text(MY_METHOD.format(name="theirs"))
+    r = run_cli("--resume", out, "--no-progress")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"error: --resume {out}: its method file {tmp_path / 'old.py'} is gone: give its new place with --resume "
+        f"{out} --methods-from NEW_PATH.py"], r.stderr
+    r = run_cli("--resume", out, "--methods-from", tmp_path / "other.py", "--no-progress")
+    assert r.returncode == 2 and "does not define mine" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert yaml.safe_load((out / "config.yaml").read_text())["methods_from"] == [str(tmp_path / "old.py")]
+    r = run_cli("--resume", out, "--methods-from", tmp_path / "new.py", "--no-progress")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert yaml.safe_load((out / "config.yaml").read_text())["methods_from"] == [str(tmp_path / "new.py")]
+    r = run_cli("--resume", out, "--no-progress")  # config.yaml names the new place now
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [row["method"] for row in _summary(out)[1]] == ["mine"]

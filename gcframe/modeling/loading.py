@@ -161,7 +161,67 @@ def resolve_model_path(path_or_name: str) -> str:
         return path
     if os.path.exists(path) or not _HUB_ID.match(path):
         raise UserError(hint)
+    check_hub_name(path)
     return path  # a hub name: from_pretrained downloads it (or finds it in the HF cache offline)
+
+
+LOCAL_HOW = ("give a local Hugging Face model folder (config.json + weights + tokenizer, e.g. saved with "
+             "save_pretrained on a machine with internet), a .gguf file, or package:PKG/FILE")
+"""How to name a model without the hub: the tail of every offline error."""
+
+
+def check_hub_name(name: str) -> None:
+    """A hub name must be in the Hugging Face cache or fetchable now: offline (HF_HUB_OFFLINE=1, or the hub not
+    answering one connection within HUB_PROBE_S seconds), a name the cache lacks fails in one line at once, instead
+    of after a minute of the hub client's retries."""
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    try:
+        cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except Exception:  # noqa: BLE001 — a name the hub client refuses to look up: not cached
+        cached = False
+    if cached:
+        return  # from_pretrained reads it offline too
+    if constants.is_offline_mode() or os.environ.get("TRANSFORMERS_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        raise UserError(f"model '{name}' is not a local folder or file and not in the Hugging Face cache, and this "
+                        f"machine is offline (HF_HUB_OFFLINE=1): {LOCAL_HOW}")
+    if not hub_reachable():
+        raise UserError(f"model '{name}' is not a local folder or file and not in the Hugging Face cache, and this "
+                        f"machine is offline ({constants.ENDPOINT} cannot be reached): {LOCAL_HOW}")
+
+
+HUB_PROBE_S = 3.0
+"""Seconds the hub (or the HTTPS proxy in the environment) has to accept one TCP connection."""
+
+
+def hub_reachable(timeout: float = HUB_PROBE_S) -> bool:
+    """Whether the Hugging Face endpoint (HF_ENDPOINT; through HTTPS_PROXY where one is set) accepts a TCP
+    connection within `timeout` seconds: one attempt, no retries, name resolution bounded too (in a thread)."""
+    import socket
+    import threading
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    proxy = next((os.environ[k] for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+                  if os.environ.get(k)), None)
+    url = urlparse(proxy or constants.ENDPOINT)
+    if not url.hostname:
+        return True  # cannot tell: let the hub client try
+    port = url.port or (443 if url.scheme == "https" else 80)
+    answered = []
+
+    def probe():
+        try:
+            socket.create_connection((url.hostname, port), timeout=timeout).close()
+            answered.append(True)
+        except OSError:  # no name resolution, refused, unreachable, timed out
+            pass
+
+    thread = threading.Thread(target=probe, daemon=True, name="gcframe-hub-probe")
+    thread.start()
+    thread.join(timeout)
+    return bool(answered)
 
 
 def load_tokenizer(path_or_name: str):

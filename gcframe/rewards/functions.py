@@ -10,11 +10,15 @@
 A step function returns one (end character index in the completion, exclusive; reward) pair per reasoning step, as
 the task's own step verifier does (`gcframe.tasks.answers.step_rewards`); the reward lands on the step's last token.
 The gold `correct` column (training accuracy, and the filter of rft / online_rft / dpo, whose data are defined by
-correctness) stays the task's verifier. A function that raises, or returns something that is not a finite number,
-stops the run with one line naming the function, the prompt and the completion.
+correctness) stays the task's verifier. A reward is a finite number: a bool, int or float (or a NumPy or torch
+scalar); text such as "1.0" is not one. Before anything is written (`attach`), every function is called on a few
+demonstrations and on an empty completion, so a function that raises or returns something else is refused in
+seconds with one line naming the function, the prompt and the completion; one that fails later, on a sampled
+completion, stops the run the same way (compare.py then says what it kept and how to --resume).
 """
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
 
 import torch
@@ -51,6 +55,27 @@ def _call(fn, spec: str, t: dict):
                         f"completion {t['completion']!r}: fix the function") from None
 
 
+def is_number(value) -> bool:
+    """A bool, int or float (any numbers.Real: NumPy's scalars too) or a 0-d NumPy/torch array of a numeric dtype;
+    never text, however numeric it reads ("1.0")."""
+    if isinstance(value, numbers.Real):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return (dtype is not None and getattr(value, "ndim", None) == 0
+            and str(dtype).removeprefix("torch.").startswith(("bool", "int", "uint", "float", "bfloat")))
+
+
+def _reward(value, where: str, t: dict) -> float:
+    """A user function's reward as a float: a finite number, else one line naming the function, prompt and
+    completion."""
+    from gcframe.rewards.scoring import _checked  # the verifiers' check: finite, else the prompt and completion
+
+    if not is_number(value):
+        raise UserError(f"{where} returned {value!r} (a {type(value).__name__}) for prompt {t['prompt']!r} and "
+                        f"completion {t['completion']!r}: return a number (a float, int or bool), e.g. float(...)")
+    return _checked(value, where, t)
+
+
 class RewardFunctions:
     """Σ_k w_k f_k(prompt, completion, answer) over a batch's texts -> [N]."""
 
@@ -67,13 +92,9 @@ class RewardFunctions:
         self.funcs = [load_callable(s, "train.reward_funcs") for s in specs]
 
     def score(self, batch) -> torch.Tensor:
-        from gcframe.rewards.scoring import (
-            _checked,  # the verifiers' check: a finite number, else the prompt and completion
-        )
-
         out = []
         for t in batch.texts:
-            out.append(sum(w * _checked(_call(f, s, t), f"reward function {s}", t)
+            out.append(sum(w * _reward(_call(f, s, t), f"reward function {s}", t)
                            for f, s, w in zip(self.funcs, self.specs, self.weights)))
         return torch.tensor(out, dtype=torch.float32)  # [N]
 
@@ -89,7 +110,7 @@ def step_function(spec: str):
         except (TypeError, ValueError):
             raise UserError(f"step reward function {spec} returned {out!r} for completion {t['completion']!r}: return "
                             "a list of (end character index, reward) pairs, one per step") from None
-        return pairs
+        return [(end, _reward(r, f"step reward function {spec}", t)) for end, r in pairs]
 
     return steps
 
@@ -107,3 +128,33 @@ def attach(task, train_cfg) -> None:
     if train_cfg.step_reward_func:
         train_cfg.step_reward_func = absolute(train_cfg.step_reward_func)
         task.step_reward_func = step_function(train_cfg.step_reward_func)
+    if train_cfg.reward == "functions" or train_cfg.step_reward_func:
+        try_on_demos(task)
+
+
+DEMOS_TRIED = 3
+"""Demonstrations each reward function is called on before anything is written (`try_on_demos`)."""
+
+
+class _Texts:
+    def __init__(self, texts: list[dict]):
+        self.texts = texts
+
+
+def try_on_demos(task) -> None:
+    """Call the user's reward functions on the first DEMOS_TRIED demonstrations and on an empty completion (a
+    policy may stop at once) before stage 1 and before anything is written: a function that raises, or returns
+    text, None or NaN, is refused now, in seconds, rather than after stage 1 and a first method."""
+    rows = [task.demos[i] for i in range(min(DEMOS_TRIED, len(task.demos)))]
+    texts = [{"prompt": r["prompt"], "completion": r["completion"], "answer": r["answer"],
+              "steps": r.get("steps") or [r["answer"]]} for r in rows]
+    texts += [{**texts[0], "completion": ""}] if texts else []
+    try:
+        if getattr(task, "reward_functions", None) is not None:
+            task.reward_functions.score(_Texts(texts))
+        if getattr(task, "step_reward_func", None) is not None:
+            for t in texts:
+                task.step_reward_func(t)
+    except UserError as e:
+        raise UserError(f"{e} (tried on {len(rows)} demonstrations and an empty completion before training: "
+                        "nothing was written)") from None

@@ -32,6 +32,43 @@ BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parqu
 """Local file suffix -> the `datasets` builder that reads it."""
 
 
+def check_json(path: str) -> None:
+    """A JSONL (or JSON-lines .json) file whose lines all parse, else one line naming the file and the 1-based line
+    of the first that does not (the `datasets` loader would log a 0-based "row" and then fail vaguely). A .json file
+    holding one JSON document is checked as one, with its line and column."""
+    import json
+
+    with open(path, "rb") as f:
+        raw = f.read()
+    lines = raw.split(b"\n")
+    if path.lower().endswith(".json"):
+        try:
+            json.loads(raw)
+            return
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            first = next((ln for ln in lines if ln.strip()), b"")
+            try:
+                one_per_line = len([ln for ln in lines if ln.strip()]) > 1 and isinstance(json.loads(first), dict)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                one_per_line = False
+            if not one_per_line:
+                where = f"line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else "its bytes"
+                raise UserError(f"task.path '{path}' is not valid JSON at {where} ({_reason(e)}): fix the file (one "
+                                "JSON document, or one JSON object per line)") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise UserError(f"task.path '{path}': line {n} is not valid JSON ({_reason(e)}): fix that line (one "
+                            "JSON object per line)") from None
+
+
+def _reason(e: Exception) -> str:
+    return e.msg if hasattr(e, "msg") else f"not UTF-8 text: {e.reason}" if hasattr(e, "reason") else str(e)
+
+
 def load_splits(path: str) -> tuple[datasets.Dataset, datasets.Dataset | None]:
     """(training rows, held-out rows or None) of a local file / folder / load_dataset spec."""
     suffix = os.path.splitext(path)[1].lower()
@@ -40,6 +77,8 @@ def load_splits(path: str) -> tuple[datasets.Dataset, datasets.Dataset | None]:
             raise UserError(f"task.path '{path}' is a {suffix or 'suffix-less'} file: give a .jsonl, .json, .csv or "
                             ".parquet file, a dataset folder or a datasets.load_dataset name")
         args, kwargs = (BUILDERS[suffix],), {"data_files": path}
+        if BUILDERS[suffix] == "json":
+            check_json(path)
     elif suffix in BUILDERS:
         raise UserError(f"task.path '{path}' not found: give the path of your data file")
     else:  # a folder or a hub spec "name" / "name:config"
@@ -105,10 +144,19 @@ class DatasetTask:
         """{question, answer, completion} per row, from the mapped columns."""
         c = self.columns
         need = [c["prompt"], c["answer"]] + ([c["completion"]] if "completion" in c else [])
-        missing = [col for col in need if col not in ds.column_names]
-        if missing:
-            raise UserError(f"{where} lacks column(s) {', '.join(missing)} (it has {', '.join(ds.column_names)}): "
-                            "map yours with task.columns, e.g. {prompt: question, answer: solution}")
+        have = ds.column_names
+        missing = [col for col in need if col not in have]
+        if missing:  # the example maps the file's own columns, never the names that just failed
+            free = [col for col in have if col not in need]
+            pick = {role: c[role] if c[role] in have else free.pop(0) if free else None
+                    for role in ("prompt", "answer", "completion") if role in c}
+            if pick.get("completion", "") is None:  # no column left for it: the answer is the demonstration
+                pick.pop("completion")
+            how = ("map yours with task.columns, e.g. {" + ", ".join(f"{r}: {col}" for r, col in pick.items()) + "}"
+                   + (" (no completion: the answer is the demonstration)" if "completion" in c
+                      and "completion" not in pick else "")
+                   if None not in pick.values() else "give a file with a prompt column and an answer column")
+            raise UserError(f"{where} lacks column(s) {', '.join(missing)} (it has {', '.join(have)}): {how}")
         completions = ds[c["completion"] if "completion" in c else c["answer"]]  # the SFT demonstrations
         return [{"question": str(q), "answer": str(a).strip(), "completion": str(o)}
                 for q, a, o in zip(ds[c["prompt"]], ds[c["answer"]], completions)]
