@@ -7,13 +7,14 @@ from these tables.
     findings.csv   DeepSeekMath §5.2's orderings, each decided by the paired test: holds, reversed, not separated
     design.csv     what the design can detect: seeds, problems, the minimum detectable difference (α 0.05, power
                    0.8) and the seeds or problems that would halve it
-    findings.md    the sentences, from the three tables
+    findings.md    the sentences, from the three tables; headline.md their short form (greedy only)
 
     python -m analysis.findings OUT      # print the sentences of a compare.py folder
 """
 from __future__ import annotations
 
 import argparse
+import numbers
 import sys
 
 import pandas as pd
@@ -101,38 +102,84 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
+def _design(g: pd.DataFrame) -> str:
+    return f"{_count(int(g['n_seeds'].iloc[0]), 'seed')} × {int(g['n_problems'].iloc[0])} problems"
+
+
+def ranking(runs: Runs, table: pd.DataFrame, metric: str) -> list[tuple[str, float]]:
+    """Methods by their mean outcome on `metric` (the mean over seeds and problems the pairs were tested on)."""
+    for frame, metrics, _, _ in runs.outcomes():
+        if metric in metrics:
+            means = frame.groupby("method", sort=False)[metric].mean()
+            return sorted(((m, float(v)) for m, v in means.items()), key=lambda x: -x[1])
+    return []
+
+
+def _pairs_text(g: pd.DataFrame) -> str:
+    """'a > b (+0.12 [+0.05, +0.19])' for each separated pair, the larger difference first."""
+    out = []
+    for _, r in g[g["separated"]].reindex(g["diff"].abs().sort_values(ascending=False).index).dropna(
+            subset=["separated"]).iterrows():
+        if not r["separated"]:
+            continue
+        a, b, diff, lo, hi = (r["a"], r["b"], r["diff"], r["lo"], r["hi"]) if r["diff"] > 0 else \
+            (r["b"], r["a"], -r["diff"], -r["hi"], -r["lo"])
+        out.append(f"{a} > {b} ({diff:+.3f} [{lo:+.3f}, {hi:+.3f}])")
+    return "; ".join(out)
+
+
+def claim_lines(runs: Runs, table: pd.DataFrame) -> list[str]:
+    """One line per DeepSeekMath ordering: its verdict and interval on every metric."""
+    by_claim: dict[tuple, list[str]] = {}
+    for c in claim_rows(runs, table):
+        key = (c["claim (DeepSeekMath)"], c["comparison"])
+        by_claim.setdefault(key, []).append(f"{c['metric']} {c['verdict']} ({c['Δ [95% interval]']})")
+    return [f"DeepSeekMath {claim.split(':')[0]}, {comp}: {'; '.join(parts)}."
+            for (claim, comp), parts in by_claim.items()]
+
+
 def sentences(runs: Runs, table: pd.DataFrame | None = None) -> list[str]:
-    """What the comparison found, one finding a line: the separated pairs (greedy first), the rest, the §5.2
-    orderings, what the design can detect, and what pairing bought."""
+    """What the comparison found, one finding a line: per metric the ranking, how many pairs are separated and which
+    (greedy in full), the §5.2 orderings, what the design can detect, and what pairing bought."""
     table = tests(runs)[0] if table is None else table
     if table.empty:
         return ["No two methods were scored on the same problems: nothing to compare."]
     lines = []
     for metric, g in table.groupby("metric", sort=False):
         name = metric_name(metric, g["k"].iloc[0])
-        sep = g[g["separated"]]
-        sep = sep.reindex(sep["diff"].abs().sort_values(ascending=False).index)
-        head = (f"**{name}**: {_count(len(sep), 'pair')} of {len(g)} separated by the paired test "
-                f"({int(g['n_seeds'].iloc[0])} seeds × {int(g['n_problems'].iloc[0])} problems, 95% interval "
-                "excludes 0)")
-        if len(sep):
-            shown = []
-            for _, r in sep.iterrows():
-                a, b, diff, lo, hi = (r["a"], r["b"], r["diff"], r["lo"], r["hi"]) if r["diff"] > 0 else \
-                    (r["b"], r["a"], -r["diff"], -r["hi"], -r["lo"])
-                shown.append(f"{a} > {b} ({diff:+.3f} [{lo:+.3f}, {hi:+.3f}])")
-            head += ": " + "; ".join(shown)
-        lines.append(head + ".")
-    for c in claim_rows(runs, table):
-        lines.append(f"DeepSeekMath {c['claim (DeepSeekMath)'].split(':')[0]}, {c['comparison']} ({c['metric']}): "
-                     f"{c['verdict']}, {c['Δ [95% interval]']}.")
+        ranked = ", ".join(f"{m} {v:.3f}" for m, v in ranking(runs, table, metric))
+        sep = int(g["separated"].sum())
+        line = f"**{name}** ({_design(g)}): {sep} of {_count(len(g), 'pair')} separated by the paired test"
+        if metric == "greedy" and sep:
+            line += f": {_pairs_text(g)}"
+        lines.append(line + f". Means: {ranked}.")
+    lines += claim_lines(runs, table)
     for d in design_rows(runs, table):
+        halve = [f"{int(d[key])} {word}" for key, word in (("seeds to halve it", "seeds"),
+                                                             ("problems to halve it", "problems"))
+                 if isinstance(d[key], numbers.Integral)]
+        halve = " or ".join(h for h in halve if h) or "neither more seeds nor more problems alone"
         lines.append(f"The design detects {d['metric']} differences of {d['detectable difference (median over pairs)']}"
-                     f" (median over pairs, α 0.05, power 0.8); halving that takes {d['seeds to halve it']} seeds "
-                     f"or {d['problems to halve it']} problems.")
+                     f" (median over pairs; α 0.05, power 0.8); {halve} would halve that.")
     ratio = table["se"] / table["unpaired_se"]
     lines.append(f"Pairing by problem and seed gave standard errors {ratio.min():.2f}–{ratio.max():.2f} times the "
-                 "unpaired ones (median " f"{ratio.median():.2f}).")
+                 f"unpaired ones (median {ratio.median():.2f}).")
+    return lines
+
+
+def headline(runs: Runs, table: pd.DataFrame) -> list[str]:
+    """The short form (the README's): greedy's ranking and separated pairs, the §5.2 orderings on greedy, the
+    design's detectable greedy difference."""
+    g = table[table["metric"] == "greedy"]
+    if g.empty:
+        return []
+    lines = [f"Greedy accuracy ({_design(g)}): {int(g['separated'].sum())} of {_count(len(g), 'pair')} separated by "
+             f"the paired test: {_pairs_text(g) or 'none'}."]
+    lines += [c for c in claim_lines(runs, g)]
+    d = next((d for d in design_rows(runs, g) if d["metric"] == "greedy"), None)
+    if d:
+        lines.append(f"Differences below {d['detectable difference (median over pairs)']} go undetected by this design "
+                     "(median over pairs; α 0.05, power 0.8).")
     return lines
 
 
@@ -150,8 +197,9 @@ def write(runs: Runs, folder, prefix: str = "") -> list[str]:
         pd.DataFrame(claims).to_csv(folder / f"{prefix}findings.csv", index=False)
     pd.DataFrame(design_rows(runs, table)).to_csv(folder / f"{prefix}design.csv", index=False)
     lines = sentences(runs, table)
-    (folder / f"{prefix}findings.md").write_text("".join(f"- {s}\n" for s in lines)
-                                                 + f"\n<sub>Outcomes: {'; '.join(sources)}.</sub>\n")
+    note = f"\n<sub>Outcomes: {'; '.join(sources)}.</sub>\n"
+    (folder / f"{prefix}findings.md").write_text("".join(f"- {s}\n" for s in lines) + note)
+    (folder / f"{prefix}headline.md").write_text("".join(f"- {s}\n" for s in headline(runs, table)) + note)
     return lines
 
 

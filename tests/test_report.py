@@ -291,7 +291,7 @@ def test_deepseekmath_findings_are_decided_by_the_paired_test(tmp_path):
     md = write_report(out).read_text()
     line = next(ln for ln in md.splitlines() if ln.startswith("| §5.2.1, Fig. 5: online RFT beats RFT"))
     assert "| online_rft − rft | greedy | +0.500 [-0.150, +1.150] | not separated | 2 | 4 |" in line
-    assert "**greedy**: 0 pairs of 1 separated" in md
+    assert "**greedy** (2 seeds × 4 problems): 0 of 1 pair separated by the paired test. Means: online_rft 0.750, rft 0.250." in md
     assert "grpo − online_rft" not in md  # only comparisons whose two methods ran
 
 
