@@ -80,7 +80,7 @@ class Runs:
         problem behind maj@k and pass@k). Greedy and sampled
         metrics each from the largest set every run was scored on: a re-scoring (RUN/rescored/final-n<N>-k<K>.jsonl,
         `python -m gcframe.evaluate`), else the last evaluation of RUN/problems.jsonl."""
-        return final_outcomes(self.out, self.methods, self.k)
+        return final_outcomes(self.out, self.methods)
 
     def reward_source(self, method: str, seed: int) -> str:
         return ((self.configs.get((method, seed)) or {}).get("train") or {}).get("reward", "verifier")
@@ -96,11 +96,11 @@ def _outcome_frame(rows: list[dict], method: str, seed: int) -> pd.DataFrame:
     out = df[["problem"]].assign(method=method, seed=seed, greedy=df["greedy_correct"].astype(float))
     if "k_correct" in df and df["k_correct"].notna().all():
         out = out.assign(majk=df["maj_correct"].astype(float), passk=(df["k_correct"] > 0).astype(float),
-                         pass1=df["k_correct"] / df["k"])
+                         pass1=df["k_correct"] / df["k"], k=df["k"].astype(int))
     return out
 
 
-def final_outcomes(out: Path, methods: list[str] | None = None, train_k=0) -> list[tuple]:
+def final_outcomes(out: Path, methods: list[str] | None = None) -> list[tuple]:
     """`Runs.outcomes` of a compare.py folder (see there)."""
     from gcframe.evaluate.problems import FILE, RESCORED
 
@@ -134,13 +134,13 @@ def final_outcomes(out: Path, methods: list[str] | None = None, train_k=0) -> li
     if greedy_key is not None:
         f = frame(greedy_key)
         picks.append((f, ["greedy"] + [m for m in SAMPLED if m in f], described(greedy_key, f["problem"].nunique()),
-                      train_k if greedy_key == "train" else greedy_key[1]))
+                      int(f["k"].max()) if "k" in f else 0))
     sampled = [k for k in rescored if k[1]] + (["train"] if "train" in common else [])
     if picks and not [m for m in SAMPLED if m in picks[0][0]]:  # greedy-only re-scoring: sampled metrics elsewhere
         for key in sampled:
             f = frame(key)
             if all(m in f for m in SAMPLED):
-                picks.append((f, SAMPLED, described(key, f["problem"].nunique()), train_k if key == "train" else key[1]))
+                picks.append((f, SAMPLED, described(key, f["problem"].nunique()), int(f["k"].max())))
                 break
     return picks
 

@@ -364,3 +364,28 @@ def test_greedy_only_runs_have_no_sampled_columns(tmp_path):
     md = write_report(tmp_path).read_text()
     assert "| method | seeds | accuracy | train time (s) |" in md
     assert "maj@0" not in md and "pass@0" not in md
+
+
+def test_outcomes_take_greedy_from_a_rescoring_and_sampled_metrics_from_the_last_evaluation(tmp_path):
+    """Every run re-scored greedily on 6 problems: greedy comes from there; maj@k and pass@k (not re-scored) from the
+    last training evaluation's 4 problems; a re-scoring only some runs have is not used."""
+    from analysis.runs import Runs
+
+    out = tmp_path / "out"
+    for m in ("grpo", "rloo"):
+        _write_run(out, m, 0, 0.5)
+        rows = [{"step": 10, "problem": f"p{i}", "index": i, "greedy_correct": i % 2, "k": 2, "k_correct": i % 3,
+                 "maj_correct": int(i == 1)} for i in range(4)]
+        (out / m / "seed0" / "problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (out / m / "seed0" / "rescored").mkdir()
+        again = [{"step": 10, "problem": f"p{i}", "index": i, "greedy_correct": 1} for i in range(6)]
+        (out / m / "seed0" / "rescored" / "final-n6-k0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in again))
+    (out / "grpo" / "seed0" / "rescored" / "final-n9-k0.jsonl").write_text("")  # grpo's alone: not common
+    picks = Runs(out).outcomes()
+    assert [(p[1], p[3]) for p in picks] == [(["greedy"], 0), (["majk", "passk", "pass1"], 2)]
+    greedy, sampled = picks[0][0], picks[1][0]
+    assert len(greedy) == 12 and greedy["greedy"].eq(1).all() and "re-scored on 6" in picks[0][2]
+    assert len(sampled) == 8 and "last evaluation" in picks[1][2]
+    # k_correct of p0..p3 = 0, 1, 2, 0 of k = 2 -> pass1 0, .5, 1, 0; passk 0, 1, 1, 0
+    assert sampled[sampled["method"] == "grpo"]["pass1"].tolist() == [0.0, 0.5, 1.0, 0.0]
+    assert sampled[sampled["method"] == "grpo"]["passk"].tolist() == [0.0, 1.0, 1.0, 0.0]
