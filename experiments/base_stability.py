@@ -102,6 +102,11 @@ STUDY = [  # (label, arguments): a stage 1 stopped by a step count on the steep 
                                            "--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
     ("default: target accuracy, weight average", ["--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
     ("default: target accuracy, weight average", ["--threads", "2", "--variants", "ref"]),
+    *[(f"§5.2 map, {level} level: target {target}", [  # the sweep's levels (configs/sweep_5_2.yaml), the same rule
+        "--config", str(Path(__file__).parent / "configs" / "deepseekmath_5_2.yaml"), "--set", f"task.operands={ops}",
+        "--set", "sft_base.steps=1000", "--set", f"sft_base.target_accuracy={target}", "--set", "sft_base.eval_every=2",
+        "--set", "sft_base.ema=0.95", "--set", "train.eval_size=500", "--variants", "ref,perturb-1,perturb-2"])
+      for level, ops, target in (("hard", 5, 0.20), ("medium", 4, 0.40), ("easy", 4, 0.70))],
 ]
 
 
