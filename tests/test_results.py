@@ -129,3 +129,39 @@ def test_a_check_with_other_seeds_never_overwrites_the_committed_result(tmp_path
     reproduce.reproduce("default", args)
     assert seen["runs"] == tmp_path / "runs" / "default-seeds0"
     assert seen["results"] == tmp_path / "runs" / "default-seeds0" / "results"
+
+
+def test_a_pipeline_recipe_chains_its_stages_and_rescores(tmp_path, monkeypatch):
+    """word_problems_pipeline: the SFT stage runs first (its own folder), its final model is the comparison's
+    --model, the finished comparison is re-scored, and both stages are collected into one result."""
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import reproduce
+
+    cells, cmds, collected = [], [], []
+
+    def compare_cells(recipe, seeds, runs, quick):
+        cells.append((recipe.config, seeds, runs, list(recipe.args)))
+        runs.mkdir(parents=True, exist_ok=True)
+        (runs / "summary.csv").write_text("method,seed\n")
+
+    def run(cmd):
+        cmds.append(cmd)
+        for seed in (0, 1):  # what the re-scoring writes
+            run_dir = tmp_path / "runs" / "word_problems_pipeline" / "grpo" / f"seed{seed}"
+            (run_dir / "final").mkdir(parents=True, exist_ok=True)
+            (run_dir / "rescored").mkdir(exist_ok=True)
+            (run_dir / "rescored" / "final-n300-k0.jsonl").write_text("")
+
+    monkeypatch.setattr(reproduce, "compare_cells", compare_cells)
+    monkeypatch.setattr(reproduce, "run", run)
+    monkeypatch.setattr(results, "from_compare", lambda runs, res, prefix="": collected.append((runs.name, prefix)))
+    args = reproduce.parse_args(["word_problems_pipeline", "--runs", str(tmp_path / "runs"),
+                                 "--results", str(tmp_path / "results")])
+    reproduce.reproduce("word_problems_pipeline", args)
+    stage, main = cells
+    assert stage[0] == "word_problems_sft.yaml" and stage[1] == [0] and stage[3] == ["--methods", "sft"]
+    assert stage[2] == tmp_path / "runs" / "word_problems_pipeline-sft"
+    assert main[0] == "word_problems_pipeline.yaml" and main[1] == [0, 1]
+    assert main[3][-2:] == ["--model", str(stage[2] / "sft" / "seed0" / "final")]
+    assert cmds == [["-m", "gcframe.evaluate", str(main[2]), "--problems", "300"]]
+    assert collected == [("word_problems_pipeline", ""), ("word_problems_pipeline-sft", "sft_stage_")]
