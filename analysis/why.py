@@ -6,7 +6,9 @@ The columns read the step rows of every seed (the first and the last `EDGE` logg
 
     Δ accuracy       greedy held-out accuracy at the end minus at step 0 (mean over seeds)
     sampled acc      the share of right completions among the step's samples, first → last steps
-    zero-var groups  share of groups whose G rewards are all equal (no signal for a group baseline), mean
+    zero-var groups  share of groups whose G rewards are all equal (no signal for a group baseline), mean; with
+                     dynamic sampling, the share among the groups drawn, and in brackets among those trained on
+    prompts / step   with dynamic sampling (a run that logs ds_prompts_drawn): prompts drawn per step, mean
     truncated        share of completions cut at max_new_tokens, first → last
     entropy          mean per-token entropy of the policy on the step's completions, first → last
     KL to ref        KL(π_θ‖π_ref) at the end (eval_kl_ref on fresh samples, else the last steps' k3 mean)
@@ -74,8 +76,10 @@ def why_rows(runs) -> list[dict]:
     final = runs.final_eval()
     end = final.groupby("method")["eval_accuracy"].mean()
     rows = []
+    dynamic = "ds_prompts_drawn" in runs.train and runs.train["ds_prompts_drawn"].notna().any()
     for m in runs.methods:
         tr = runs.train[runs.train["method"] == m]
+        ds = "ds_zero_var_drawn" in tr and tr["ds_zero_var_drawn"].notna().any()
         fin = final[final["method"] == m]
         kl = fin["eval_kl_ref"].mean() if "eval_kl_ref" in fin and fin["eval_kl_ref"].notna().any() \
             else _ends(tr, "kl_ref")[1]
@@ -87,7 +91,9 @@ def why_rows(runs) -> list[dict]:
             "sampled acc": _arrow(_ends(tr, "accuracy")),
             # a learned critic's baseline needs no group (PPO samples one completion per prompt): no such share
             "zero-var groups": "–" if "value_loss" in tr and tr["value_loss"].notna().any()
+            else f"{fmt(_mean(tr, 'ds_zero_var_drawn'))} ({fmt(_mean(tr, 'zero_var_groups'))} trained)" if ds
             else fmt(_mean(tr, "zero_var_groups")),
+            **({"prompts / step": fmt(_mean(tr, "ds_prompts_drawn"), "{:.1f}") if ds else "–"} if dynamic else {}),
             "truncated": _arrow(_ends(tr, "truncated_frac")),
             "entropy": _arrow(_ends(tr, "entropy")),
             "KL to ref": fmt(kl, "{:.3f}"),

@@ -49,3 +49,16 @@ def test_probe_shares_without_a_gc_view():
     assert probe_gc_shares({"probe": [{"reward": 1}], "methods": {"x": {"gc": [[0.0]]}}}) == {}  # no mass
     assert probe_gc_shares({"probe": [{"reward": 1}, {"reward": 0}], "methods": {"x": {"gc": [[3.0], [-1.0]]}}}) \
         == {"x": (pytest.approx(0.75), pytest.approx(-0.25))}
+
+
+def test_dynamic_sampling_columns(tmp_path):
+    # grpo@ds: 4 steps drawing 8, 8, 12, 16 prompts (mean 11.0); zero-variance share of the drawn groups 0.5, 0.5,
+    # 0.25, 0.75 (mean 0.50), of the trained ones 0 throughout; grpo alone draws B and logs no ds_ columns
+    ds = [(s, {"zero_var_groups": 0.0, "ds_zero_var_drawn": z, "ds_prompts_drawn": n})
+          for s, z, n in zip(range(4), (0.5, 0.5, 0.25, 0.75), (8, 8, 12, 16))]
+    _run(tmp_path, "grpo@ds", ds, [(0, {"eval_accuracy": 0.25}), (4, {"eval_accuracy": 0.5})])
+    _run(tmp_path, "grpo", [(s, {"zero_var_groups": 0.5}) for s in range(4)],
+         [(0, {"eval_accuracy": 0.25}), (4, {"eval_accuracy": 0.25})])
+    got = {r["method"]: r for r in why_rows(Runs(tmp_path))}
+    assert got["grpo@ds"]["zero-var groups"] == "0.50 (0.00 trained)" and got["grpo@ds"]["prompts / step"] == "11.0"
+    assert got["grpo"]["zero-var groups"] == "0.50" and got["grpo"]["prompts / step"] == "–"
