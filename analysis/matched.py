@@ -76,7 +76,7 @@ def matched_rows(runs, target: float | None = None) -> tuple[list[dict], dict]:
         rows.append({
             "method": m,
             "samples / step": fmt(per_step, "{:.0f}"),
-            "accuracy at the end": fmt(ends.get(m, math.nan), "{:.3f}"),
+            "accuracy at the end": _mean(runs.final_eval().query("method == @m")["eval_accuracy"].tolist(), "{:.3f}"),
             f"accuracy at {T:.0f} s" if not math.isnan(T) else "accuracy at T s": _mean(acc_T, "{:.3f}"),
             f"accuracy at {N:,.0f} tokens" if not math.isnan(N) else "accuracy at N tokens": _mean(acc_N, "{:.3f}"),
             "s to a target" if no_target else f"s to {a:.3f}": _to_target(mine, a, t_a, "{:.0f}"),
@@ -89,9 +89,10 @@ def matched_rows(runs, target: float | None = None) -> tuple[list[dict], dict]:
 
 
 def _mean(xs: list[float], spec: str) -> str:
-    """The mean of the numbers in xs that are not NaN, '–' where none is (no NaN and no empty-mean warning)."""
-    xs = [x for x in xs if not math.isnan(x)]
-    return fmt(float(np.mean(xs)), spec) if xs else "–"
+    """The mean over seeds of the numbers in xs that are not NaN ± its 95% t half-width, '–' where none is."""
+    from analysis.report import spread
+
+    return spread(xs, spec)
 
 
 def _to_target(curves, a: float, hits: list[float], spec: str) -> str:

@@ -52,17 +52,22 @@ def mean_ci(values, signed: bool = False) -> str:
     return f"{head} ± {t * float(np.std(v, ddof=1)) / math.sqrt(len(v)):.3f}"
 
 
-def _mean(df: pd.DataFrame, col: str, fmt: str = "{:.3f}") -> str:
-    """The mean over seeds ± the half-width of its 95% t-interval ('–' for no value; one seed: the mean alone, the
-    table's seeds column says so)."""
-    v = df[col].dropna().astype(float) if col in df else pd.Series(dtype=float)
-    if v.empty:
+def spread(values, fmt: str = "{:.3f}") -> str:
+    """'mean ± half-width of its 95% t-interval' over the values (seeds); one value: the mean alone (a table's seeds
+    column says so); none: '–'."""
+    v = [float(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    if not v:
         return "–"
-    head = fmt.format(v.mean())
+    head = fmt.format(float(np.mean(v)))
     if len(v) < 2:
         return head
     t = T975[len(v) - 2] if len(v) - 1 <= len(T975) else 1.96
-    return f"{head} ± {fmt.format(t * v.std(ddof=1) / math.sqrt(len(v)))}"
+    return f"{head} ± {fmt.format(t * float(np.std(v, ddof=1)) / math.sqrt(len(v))).lstrip('+')}"
+
+
+def _mean(df: pd.DataFrame, col: str, fmt: str = "{:.3f}") -> str:
+    """`spread` of a column over the rows (one per seed)."""
+    return spread(df[col].tolist() if col in df else [], fmt)
 
 
 def summary_rows(runs: Runs) -> list[dict]:
@@ -121,8 +126,8 @@ def late_gain(ev: pd.DataFrame, frac: float = 2 / 3) -> tuple[list[float], int, 
 
 
 def delta_rows(runs: Runs) -> list[dict]:
-    """Change of every held-out metric from the SFT base (step 0) to the end, per method (mean over seeds), and the
-    greedy gain late in the run (`late_gain`)."""
+    """Change of every held-out metric from the SFT base (step 0) to the end, per method (mean over seeds ± the
+    half-width of its 95% t-interval, paired by seed), and the greedy gain late in the run (`late_gain`)."""
     start, fin, k = runs.start_eval(), runs.final_eval(), runs.k
     cols = {"eval_accuracy": "Δ greedy"} | ({"eval_pass1": "Δ pass@1", "eval_majk": f"Δ maj@{k}",
                                              "eval_passk": f"Δ pass@{k}"} if k else {})  # eval_k 0: greedy only
@@ -130,9 +135,10 @@ def delta_rows(runs: Runs) -> list[dict]:
     for m in runs.methods:
         s, f = start[start["method"] == m], fin[fin["method"] == m]
         row = {"method": m}
-        for col, name in cols.items():
+        for col, name in cols.items():  # paired by seed: each seed's end minus its own step 0
             ok = col in s and col in f and s[col].notna().any() and f[col].notna().any()
-            row[name] = f"{f[col].mean() - s[col].mean():+.3f}" if ok else "–"
+            d = (f.set_index("seed")[col] - s.groupby("seed")[col].mean()).dropna() if ok else []
+            row[name] = spread(list(d), "{:+.3f}") if len(d) else "–"
         gains, a, b = late_gain(runs.eval[runs.eval["method"] == m])
         row["Δ greedy, late"] = f"{mean_ci(gains, signed=True)} (steps {a}→{b})" if gains else "–"
         out.append(row)
