@@ -172,8 +172,25 @@ def read_curves(csv: Path):
     return pd.read_csv(csv, dtype={"commit": str})
 
 
+def headline(last) -> str:
+    """One sentence per setup, from the final rows of every variant (the README's and the results page's): where the
+    base landed over every float32 variant and thread count, and in float64."""
+    lines = []
+    for setup, g in last.groupby("setup", sort=False):
+        f32 = g[g["variant"] != "float64"]
+        lo, hi = f32["eval_accuracy"].min(), f32["eval_accuracy"].max()
+        n_var, threads = f32["variant"].nunique(), sorted(f32["threads"].unique())
+        f64 = g[g["variant"] == "float64"]["eval_accuracy"]
+        text = (f"{setup}: held-out greedy accuracy {lo:.3f}–{hi:.3f} over {n_var} float32 variants (the weights as "
+                f"built and 1e-7 perturbations) at {' and '.join(map(str, threads))} thread(s), a spread of "
+                f"{hi - lo:.3f}")
+        lines.append(f"- {text}" + (f"; {f64.iloc[0]:.3f} in float64." if len(f64) else "."))
+    return "\n".join(lines) + "\n"
+
+
 def summarise(out: Path) -> None:
-    """stability.csv (per setup and thread count: the final held-out accuracy of every variant, the spread of the
+    """headline.md (a sentence per setup), stability.csv (per setup and thread count: the final held-out accuracy of
+    every variant, the spread of the
     float32 ones (rounding), float64 apart) and
     stability.png (held-out accuracy along stage 1, one panel per setup)."""
     import matplotlib
@@ -201,6 +218,7 @@ def summarise(out: Path) -> None:
                      "float64": f"{every['float64']:.3f}" if "float64" in every else "–",
                      "commit": ", ".join(sorted(set(g["commit"].dropna().astype(str)))) if "commit" in g else ""})
     pd.DataFrame(rows).to_csv(out / "stability.csv", index=False)
+    (out / "headline.md").write_text(headline(last))
     grid = sns.relplot(df.assign(run=df["variant"] + " · " + df["threads"].astype(str) + " thr"), x="step",
                        y="eval_accuracy", hue="run", col="setup", kind="line", marker="o", markersize=3,
                        height=2.8, aspect=1.2, facet_kws={"sharex": False})

@@ -95,7 +95,7 @@ RECIPES = {
     "base_stability": Recipe(
         "the SFT base under rounding: stage 1 with weight perturbations, float64 and two thread counts", "command",
         command=["experiments/base_stability.py", "--study", "--out", "OUT"],
-        keep=["curves.csv", "stability.csv", "stability.png", "env_*.json"]),
+        keep=["curves.csv", "stability.csv", "headline.md", "stability.png", "env_*.json"]),
     "estimators": Recipe("the estimator lab: baselines, std scaling and KL estimators at fixed policies", "command",
                          command=["experiments/estimators.py", "--out", "OUT", "--overwrite"],
                          keep=["*.csv", "lab.json", "report/*.png", "report/*.csv"]),
