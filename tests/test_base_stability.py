@@ -19,6 +19,9 @@ def test_variants_are_trained_and_their_spread_summarised(tmp_path):
     assert row["float32 spread"] == f"{final.max() - final.min():.3f}" and row["commit"] == curves["commit"].iloc[0]
     assert row["float64"] == "–"  # not trained here
     assert (tmp_path / "stability.png").exists() and (tmp_path / "env_tiny_t1.json").exists()
+    line = (tmp_path / "headline.md").read_text()
+    assert line.startswith(f"- tiny: held-out greedy accuracy {final.min():.3f}–{final.max():.3f} over 2 float32 ")
+    assert f"a spread of {final.max() - final.min():.3f}." in line
 
 
 def test_an_unknown_study_setup_is_named(capsys):
