@@ -173,6 +173,28 @@ def test_reward_read_at_last_completion_token(tok):
     assert not rm.score(batch).requires_grad
 
 
+def test_likelihood_reward_is_the_head_plus_the_completions_log_likelihood(tok, tmp_path):
+    """reward_model.likelihood: r_φ = v_φ(h_eos) + Σ_t log π_φ(o_t|q, o_<t). With the head at 0 (as initialised) it
+    is the SFT model's own log-likelihood of the completion, the engine's token_logprobs summed; saved and loaded,
+    the same scores."""
+    from gcframe.engine import token_logprobs
+
+    lm = build_tiny_llama(tok, TINY, seed=0).eval()
+    batch = pair_batch(tok, _rows(3))
+    rm = RewardModel(ScalarHeadModel.from_causal_lm(lm, with_lm_head=True), tok)
+    with torch.no_grad():
+        expect = (token_logprobs(lm, batch, 1.0) * batch.completion_mask).sum(-1)  # [N]
+    torch.testing.assert_close(rm.score(batch), expect, rtol=1e-5, atol=1e-5)
+    torch.nn.init.normal_(rm.model.head.weight, std=1.0)  # then the head's value at <eos> is added on
+    head_only = RewardModel(rm.model, tok)
+    head_only.model = ScalarHeadModel(rm.model.backbone, TINY.hidden_size)
+    head_only.model.head.load_state_dict(rm.model.head.state_dict())
+    torch.testing.assert_close(rm.score(batch), expect + head_only.score(batch), rtol=1e-5, atol=1e-5)
+    rm.model.save(str(tmp_path / "rm"))
+    loaded = RewardModel(ScalarHeadModel.load(str(tmp_path / "rm")), tok)
+    assert loaded.model.lm_head is not None and torch.equal(loaded.score(batch), rm.score(batch))
+
+
 class _FirstCharTask:
     """A stand-in task: a completion is 'correct' if it starts with a lowercase letter (a random tiny model
     samples one about a quarter of the time, so most prompts give a pair)."""

@@ -23,41 +23,50 @@ class ScalarHeadModel(nn.Module):
     """A causal-LM backbone (no LM head) plus a linear head giving one scalar per position.
 
     Used as a value model (PPO critic) or reward model. The head starts at zero, so the
-    initial output is exactly 0 everywhere.
+    initial output is exactly 0 everywhere. `lm_head` (optional) keeps the LM's own output layer beside it, for a
+    reward model that also reads the completion's log-likelihood (gcframe.rewards.model, reward_model.likelihood).
     """
 
-    def __init__(self, backbone: nn.Module, hidden_size: int):
+    def __init__(self, backbone: nn.Module, hidden_size: int, lm_head: nn.Module | None = None):
         super().__init__()
         self.backbone = backbone  # e.g. LlamaModel
         self.head = nn.Linear(hidden_size, 1)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
+        self.lm_head = lm_head
 
     @classmethod
-    def from_causal_lm(cls, lm) -> "ScalarHeadModel":
-        """Copy the backbone of a `*ForCausalLM` (e.g. the SFT model); the result shares no tensors with `lm`."""
+    def from_causal_lm(cls, lm, with_lm_head: bool = False) -> "ScalarHeadModel":
+        """Copy the backbone of a `*ForCausalLM` (e.g. the SFT model), and its output layer with `with_lm_head`; the
+        result shares no tensors with `lm`."""
         backbone = copy.deepcopy(lm.base_model)
-        model = cls(backbone, lm.config.hidden_size)
+        lm_head = copy.deepcopy(lm.get_output_embeddings()) if with_lm_head else None
+        model = cls(backbone, lm.config.hidden_size, lm_head)
         return model.to(next(backbone.parameters()).device)
+
+    def hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The backbone's last hidden states [N, L, H]; left padding handled via position ids."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        return self.backbone(input_ids=input_ids, attention_mask=attention_mask,
+                             position_ids=position_ids_from_mask(attention_mask), use_cache=False).last_hidden_state
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids, attention_mask [N, L] -> values [N, L] (float32). Left padding is handled via position ids."""
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        out = self.backbone(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids_from_mask(attention_mask),
-            use_cache=False,
-        )
-        h = out.last_hidden_state  # [N, L, H]
-        return self.head(h.to(self.head.weight.dtype)).squeeze(-1).float()  # [N, L]
+        return self.values(self.hidden(input_ids, attention_mask))
+
+    def values(self, h: torch.Tensor) -> torch.Tensor:
+        """The head on hidden states [N, L, H] -> [N, L] (float32)."""
+        return self.head(h.to(self.head.weight.dtype)).squeeze(-1).float()
 
     def save(self, path: str) -> None:
-        """Write the backbone (HF format) to `path/backbone` and the head to `path/scalar_head.pt`."""
+        """Write the backbone (HF format) to `path/backbone`, the head to `path/scalar_head.pt` (and the LM head, if
+        kept, to `path/lm_head.pt`)."""
         os.makedirs(path, exist_ok=True)
         self.backbone.save_pretrained(os.path.join(path, "backbone"))
         torch.save(self.head.state_dict(), os.path.join(path, "scalar_head.pt"))
+        if self.lm_head is not None:
+            torch.save(self.lm_head, os.path.join(path, "lm_head.pt"))
 
     @classmethod
     def load(cls, path: str, dtype: torch.dtype = torch.float32) -> "ScalarHeadModel":
@@ -66,7 +75,10 @@ class ScalarHeadModel(nn.Module):
         if not os.path.isfile(head_file):
             raise UserError(f"no scalar-head model at '{path}': give a directory written by ScalarHeadModel.save")
         backbone = AutoModel.from_pretrained(os.path.join(path, "backbone"), dtype=dtype)
-        model = cls(backbone, backbone.config.hidden_size)
+        lm_file = os.path.join(path, "lm_head.pt")
+        lm_head = torch.load(lm_file, map_location="cpu", weights_only=False).to(dtype) if os.path.isfile(lm_file) \
+            else None  # our own file (a Linear module)
+        model = cls(backbone, backbone.config.hidden_size, lm_head)
         model.head.load_state_dict(torch.load(head_file, map_location="cpu", weights_only=True))
         return model
 

@@ -4,8 +4,11 @@
     L(φ) = −E_{(q, o_w, o_l)} [ log σ(r_φ(q, o_w) − r_φ(q, o_l)) ]
 
 r_φ is a `ScalarHeadModel` initialised from the SFT base (its backbone; the head starts at 0, so every pair starts
-at σ(0) = 1/2), read at the last real completion token, the <eos>. Only score differences are trained: r_φ is
-identified up to a per-prompt shift, which a group-relative advantage removes anyway.
+at σ(0) = 1/2), read at the last real completion token, the <eos>. With reward_model.likelihood it also keeps the
+SFT model's LM head and adds the completion's log-likelihood, r_φ = v_φ(h_eos) + Σ_t log π_φ(o_t | q, o_<t): it then
+starts where the SFT model's own likelihood ranks the pair, and the same loss trains both parts. Only score
+differences are trained: r_φ is identified up to a per-prompt shift, which a group-relative advantage removes
+anyway.
 
     load_or_train(cfg, task, base_dir, accelerator) -> (RewardModel, info)   cached next to the SFT base
     RewardModel.score(batch) -> Tensor[N]                                      no grad; for gcframe.rewards.score
@@ -30,17 +33,26 @@ VERSION = 1
 
 
 class RewardModel:
-    """r_φ(q, o): one scalar per sequence, the head's value at o's last real token."""
+    """r_φ(q, o): one scalar per sequence, the head's value at o's last real token (plus, with the LM head kept,
+    the completion's log-likelihood under r_φ's own LM: reward_model.likelihood)."""
 
     def __init__(self, model: ScalarHeadModel, tok, chunk: int = 512):
         self.model, self.tok, self.chunk = model, tok, chunk
 
     def rewards(self, batch: Batch) -> torch.Tensor:
-        """r_φ [N] with grad. Index of o's last token in input_ids: P + |o| − 1 (|o| counts the <eos>)."""
+        """r_φ [N] with grad: the head's value at o's last token, index P + |o| − 1 in input_ids (|o| counts the
+        <eos>); with the LM head kept (reward_model.likelihood), plus Σ_t log π_φ(o_t | q, o_<t) over o's tokens."""
         dev = next(self.model.parameters()).device
-        values = self.model(batch.input_ids.to(dev), batch.attention_mask.to(dev))  # [N, P+T]
-        last = batch.prompt_ids.shape[1] + batch.completion_mask.sum(-1).long().to(dev) - 1  # [N]
-        return values.gather(1, last.clamp(min=0).unsqueeze(1)).squeeze(1)  # [N]
+        ids, mask = batch.input_ids.to(dev), batch.attention_mask.to(dev)  # [N, P+T]
+        h = self.model.hidden(ids, mask)  # [N, P+T, H]
+        P = batch.prompt_ids.shape[1]
+        last = P + batch.completion_mask.sum(-1).long().to(dev) - 1  # [N]
+        r = self.model.values(h).gather(1, last.clamp(min=0).unsqueeze(1)).squeeze(1)  # [N]
+        if self.model.lm_head is None:
+            return r
+        logits = self.model.lm_head(h[:, P - 1:-1]).float()  # [N, T, V]: position P−1+t predicts o_t
+        logp = torch.log_softmax(logits, -1).gather(-1, batch.completion_ids.to(dev).unsqueeze(-1)).squeeze(-1)
+        return r + (logp * batch.completion_mask.to(dev)).sum(-1)  # [N]
 
     @torch.no_grad()
     def score(self, batch: Batch) -> torch.Tensor:
@@ -115,7 +127,7 @@ def load_or_train(cfg, task, base_dir, accelerator=None, show_progress: bool = F
         t0 = time.time()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.task.seed)
-            rm = RewardModel(ScalarHeadModel.from_causal_lm(lm).to(device), tok)
+            rm = RewardModel(ScalarHeadModel.from_causal_lm(lm, cfg.reward_model.likelihood).to(device), tok)
             before = rm.pairwise(sets["heldout"])
             info = train(rm, sets["train"], cfg.reward_model, cfg.task.seed, show_progress)
         after = rm.pairwise(sets["heldout"])
