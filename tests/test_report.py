@@ -92,8 +92,8 @@ def test_report_table_and_figures(out):
     assert "0.600 ± 1.271" in row["grpo"]  # both seeds read although seed 1's last line is torn
     assert "0.600 (1 seed, no interval)" in row["rft"] and "0.300 (1 seed, no interval)" in row["grpo@beta0"]
     assert "| 509 (+69) |" in row["grpo"]  # the largest peak over steps 0..9: 500 + 9 total, 60 + 9 the run's own
-    # the runs' step-0 rows, one per seed (2): the same base and draws for every method of a seed, so ± 0
-    assert "| SFT base (step 0) | 2 | 0.400 ± 0.000 | 0.420 ± 0.000 | 0.800 ± 0.000 | 0.350 ± 0.000 | 0 |" in md
+    # the runs' step-0 rows, one per seed (2): the same base and draws for every method of a seed, so no spread
+    assert "| SFT base (step 0) | 2 | 0.400 | 0.420 | 0.800 | 0.350 | 0 |" in md
     # Δ maj@k of grpo: end (0.6 + .02) − start (0.4 + .02) = +0.200
     assert any(ln.startswith("| grpo | +0.200 |") for ln in lines)
     # last third of grpo's 10 steps: the last evaluation at or before 6.67 is step 5, at (0.4 + final) / 2; per seed
