@@ -89,9 +89,9 @@ RECIPES = {
                             quick=["--quick", "--methods", "sft,grpo"]),
     "word_problems_pipeline": Recipe(
         "the seed's pipeline on SmolLM2 word problems: SFT, then 8 methods (grpo with dynamic sampling among them) "
-        "from the SFT model, 2 seeds, final models on 300 problems", "compare", "word_problems_pipeline.yaml", [0, 1],
+        "from the SFT model, 2 seeds, final models on 200 problems", "compare", "word_problems_pipeline.yaml", [0, 1],
         quick=["--quick", "--methods", "grpo,grpo@ds"],
-        base_run={"config": "word_problems_sft.yaml", "method": "sft", "seed": 0}, rescore=["--problems", "300"]),
+        base_run={"config": "word_problems_sft.yaml", "method": "sft", "seed": 0}, rescore=["--problems", "200"]),
     "base_stability": Recipe(
         "the SFT base under rounding: stage 1 with weight perturbations, float64 and two thread counts", "command",
         command=["experiments/base_stability.py", "--study", "--out", "OUT"],

@@ -150,7 +150,7 @@ def test_a_pipeline_recipe_chains_its_stages_and_rescores(tmp_path, monkeypatch)
             run_dir = tmp_path / "runs" / "word_problems_pipeline" / "grpo" / f"seed{seed}"
             (run_dir / "final").mkdir(parents=True, exist_ok=True)
             (run_dir / "rescored").mkdir(exist_ok=True)
-            (run_dir / "rescored" / "final-n300-k0.jsonl").write_text("")
+            (run_dir / "rescored" / "final-n200-k0.jsonl").write_text("")
 
     monkeypatch.setattr(reproduce, "compare_cells", compare_cells)
     monkeypatch.setattr(reproduce, "run", run)
@@ -163,5 +163,5 @@ def test_a_pipeline_recipe_chains_its_stages_and_rescores(tmp_path, monkeypatch)
     assert stage[2] == tmp_path / "runs" / "word_problems_pipeline-sft"
     assert main[0] == "word_problems_pipeline.yaml" and main[1] == [0, 1]
     assert main[3][-2:] == ["--model", str(stage[2] / "sft" / "seed0" / "final")]
-    assert cmds == [["-m", "gcframe.evaluate", str(main[2]), "--problems", "300"]]
+    assert cmds == [["-m", "gcframe.evaluate", str(main[2]), "--problems", "200"]]
     assert collected == [("word_problems_pipeline", ""), ("word_problems_pipeline-sft", "sft_stage_")]
