@@ -65,7 +65,8 @@ def demo_pairs(task) -> list[dict]:
 
 
 def run(base_dir: str, accelerator, work_dir: str) -> dict[str, dict]:
-    """Two steps of every configuration -> {name: {params, initial, shards, loss, grad_norm, rows, bytes}}."""
+    """Two steps of every configuration -> {name: {params, initial, shards, loss, grad_norm, rows, bytes}}, and for
+    two of them the per-problem rows of an evaluation after the steps (`problems`)."""
     from unittest import mock
 
     import methods.dpo as dpo
@@ -142,6 +143,12 @@ def _two_steps(name: str, base_dir: str, accelerator, work_dir: str) -> dict:
            "shards": gather_object([shards]), "loss": losses, "grad_norm": norms,  # shards[rank][step]
            "rows": rows, "bytes": [sharding.local_bytes(m, o) for m, o in
                                    [(trainer.policy, trainer.opt), *zip(trainer.aux_models, trainer.aux_opts)]]}
+    if name in ("grpo/token-mean", "fsdp/grpo"):  # an evaluation: each process scores its share of the problems
+        from gcframe.tracking.log import read_jsonl
+
+        trainer.evaluate(cfg.train.steps, k=2)
+        if accelerator.is_main_process:
+            out["problems"] = read_jsonl(Path(work_dir) / name / "problems.jsonl")
     if name in FSDP and accelerator.num_processes > 1:
         from torch.distributed.fsdp import FSDPModule
 

@@ -80,6 +80,17 @@ def test_prompts_are_sharded_and_groups_stay_whole(two_and_one):
             assert all(p[i] == p[j] for i in range(8) for j in range(8) if g[i] == g[j])
 
 
+@pytest.mark.parametrize("name", ["grpo/token-mean", "fsdp/grpo"])
+def test_per_problem_outcomes_are_gathered_from_every_process(two_and_one, name):
+    """Each process evaluates every other held-out problem; the main process writes all of them, once each, in
+    held-out order, with the outcomes one process computes (the sampler is a function of the prompt)."""
+    two, one = two_and_one
+    rows = two[name]["problems"]
+    assert [r["index"] for r in rows] == [0, 1, 2, 3] and len({r["problem"] for r in rows}) == 4
+    assert rows == one[name]["problems"]
+    assert all(r["step"] == 2 and r["k"] == 2 for r in rows)
+
+
 # -- FSDP2 (train.shard: fsdp2): the same update as one process, sharded state, one gather per rollout ----------
 @pytest.mark.parametrize("name", FSDP)
 def test_fsdp_two_processes_update_like_one(two_and_one, name):
