@@ -82,3 +82,14 @@ def no_process_left_behind():
         except ProcessLookupError:
             pass
     assert not left, "tests left processes running (killed now): " + "; ".join(f"{p}: {c}" for p, c in left)
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory) -> str:
+    """An untrained 32-wide, 2-layer Llama and the char tokenizer, saved as a base folder (experiments.bench_common):
+    what a test needs to run a method's steps, fast, without training a base."""
+    from experiments.bench_common import Size, build_base
+
+    path = tmp_path_factory.mktemp("tiny_base")
+    build_base(Size("test", 32, 2, 4, 64, prompts=2, group=4, new_tokens=4), str(path))
+    return str(path)

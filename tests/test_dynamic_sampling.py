@@ -8,7 +8,7 @@ import hashlib
 import pytest
 import torch
 
-from experiments.bench_common import Size, build_base, make_trainer
+from experiments.bench_common import Size, make_trainer
 from gcframe.engine import token_logprobs
 from gcframe.errors import UserError
 from gcframe.rewards import scoring
@@ -18,10 +18,8 @@ SIZE = Size("test", 32, 2, 4, 64, prompts=4, group=4, new_tokens=4)
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    path = tmp_path_factory.mktemp("base")
-    build_base(SIZE, str(path))
-    return str(path)
+def base(tiny_base):
+    return tiny_base
 
 
 def flat_prompt(prompt: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from experiments.bench_common import Size, build_base, make_trainer
+from experiments.bench_common import Size, make_trainer
 from gcframe.evaluate import problem_id
 from gcframe.tracking.log import read_jsonl
 
@@ -13,10 +13,8 @@ SIZE = Size("test", 32, 2, 4, 64, prompts=2, group=4, new_tokens=4)
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    path = tmp_path_factory.mktemp("base")
-    build_base(SIZE, str(path))
-    return str(path)
+def base(tiny_base):
+    return tiny_base
 
 
 def _train(base, run_dir, method, **train):

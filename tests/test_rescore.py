@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.bench_common import Size, build_base, make_trainer
+from experiments.bench_common import Size, make_trainer
 from gcframe.evaluate.rescore import main
 from gcframe.tracking import final_model
 from gcframe.tracking.log import read_jsonl
@@ -19,12 +19,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory):
+def out(tmp_path_factory, tiny_base):
     """A compare.py-like folder: grpo and rloo, seed 0, 3 steps, evaluated on 8 of the task's 16 held-out problems."""
     root = tmp_path_factory.mktemp("rescore")
-    build_base(SIZE, str(root / "base"))
     for method in ("grpo", "rloo"):
-        tr = make_trainer(method, SIZE, str(root / "base"), str(root / "out" / method / "seed0"), steps=3)
+        tr = make_trainer(method, SIZE, tiny_base, str(root / "out" / method / "seed0"), steps=3)
         tr.tcfg.eval_size, tr.tcfg.eval_k = 8, 2
         tr.fit()
         final_model.finish(tr)
