@@ -133,20 +133,19 @@ def test_a_run_with_dynamic_sampling_logs_its_counts_and_its_generation(base, tm
         assert r["gen_tokens"] == pytest.approx(tokens) and r["ds_prompts_drawn"] >= 8
 
 
-@register("reinforce_ds_test")
-class Reinforce(Method):
-    """A method from outside the package: its data source is ctx.rollout(B, G); rollout_groups left undeclared."""
-
-    def collect(self, step):
-        t = self.ctx.cfg.train
-        return self.ctx.rollout(t.prompts_per_step, t.group_size)
-
-    def coefficients(self, batch, logp):
-        r = batch.data["rewards"]
-        return (r - r.mean()).unsqueeze(1).expand_as(logp)
-
-
 def test_a_method_from_outside_the_package_gets_dynamic_sampling(base, tmp_path, rewards):
+    class Reinforce(Method):
+        """A method from outside the package: its data source is ctx.rollout(B, G); rollout_groups undeclared."""
+
+        def collect(self, step):
+            t = self.ctx.cfg.train
+            return self.ctx.rollout(t.prompts_per_step, t.group_size)
+
+        def coefficients(self, batch, logp):
+            r = batch.data["rewards"]
+            return (r - r.mean()).unsqueeze(1).expand_as(logp)
+
+    register("reinforce_ds_test")(Reinforce)  # registered here, not at import: other test files see the registry
     try:
         tr = trainer(base, tmp_path, "reinforce_ds_test", dynamic_sampling=True)
         batch = tr.method.collect(0)
