@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from analysis.runs import Runs, markdown_table  # noqa: E402
+from analysis.runs import Runs, fmt, markdown_table  # noqa: E402
 from gcframe.errors import cli_entry  # noqa: E402
 
 DPI = 100
@@ -385,6 +385,37 @@ def fig_gc_view(runs: Runs, path: Path, shared_scale: bool = True) -> Path | Non
     fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.15)  # row labels and colour-bar ticks kept whole
     plt.close(fig)
     return path
+
+
+def overoptimisation_rows(runs: Runs, window: int = 10) -> list[dict]:
+    """Per method trained on r_φ (means over seeds): the gold greedy accuracy on held-out problems at the start, at its
+    best evaluation and at the end; the gold accuracy of its own training samples over `window`-step blocks (first,
+    best, last); the proxy r_φ of its held-out samples and its KL to π_ref at the end. Over-optimisation is the proxy
+    rising while gold rises and then falls."""
+    keys = {k for k in runs.configs if runs.reward_source(*k) == "reward_model"}
+    rows = []
+    for m in [m for m in runs.methods if any(k[0] == m for k in keys)]:
+        ev = runs.eval[runs.eval["method"] == m].groupby("step")[["eval_accuracy"]].mean()["eval_accuracy"]
+        tr = runs.train[runs.train["method"] == m]
+        blocks = tr.assign(block=tr["step"] // window).groupby("block")["accuracy"].mean() if "accuracy" in tr else None
+        fin, start = runs.final_eval(), runs.start_eval()
+        fin, start = fin[fin["method"] == m], start[start["method"] == m]
+
+        def at(df, col):
+            return df[col].mean() if col in df and df[col].notna().any() else math.nan
+
+        best = int(ev.idxmax())
+        rows.append({
+            "method": m,
+            "gold greedy: start → best (step) → end": f"{ev.iloc[0]:.3f} → {ev.max():.3f} ({best}) → {ev.iloc[-1]:.3f}",
+            f"gold of its samples, {window}-step means: first → best (steps) → last":
+                "–" if blocks is None else f"{blocks.iloc[0]:.3f} → {blocks.max():.3f} "
+                f"({int(blocks.idxmax()) * window}–{int(blocks.idxmax()) * window + window - 1}) → {blocks.iloc[-1]:.3f}",
+            "proxy r_φ: start → end": f"{fmt(at(start, 'eval_proxy_reward'), '{:.3f}')} → "
+                                      f"{fmt(at(fin, 'eval_proxy_reward'), '{:.3f}')}",
+            "KL to π_ref at the end": fmt(at(fin, "eval_kl_ref"), "{:.3f}"),
+        })
+    return rows
 
 
 def fig_overoptimisation(runs: Runs, path: Path) -> Path | None:

@@ -70,7 +70,8 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
 
     findings.write(tables, results, prefix)  # pairs.csv, findings.csv (§5.2), design.csv, findings.md: the paired test
     report.fig_learning_curves(tables, results / f"{prefix}curves.png")
-    report.fig_overoptimisation(tables, results / f"{prefix}overoptimisation.png")  # runs on r_φ only (else nothing)
+    if report.fig_overoptimisation(tables, results / f"{prefix}overoptimisation.png"):  # runs on r_φ only
+        pd.DataFrame(report.overoptimisation_rows(tables)).to_csv(results / f"{prefix}trajectory.csv", index=False)
     if tables.gc and tables.gc.get("methods"):
         report.fig_gc_view(tables, results / f"{prefix}gc_view.png")
     if (runs / "reward_model.json").exists():  # r_φ: its held-out pairwise accuracy, as a one-row table

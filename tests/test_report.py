@@ -389,3 +389,17 @@ def test_outcomes_take_greedy_from_a_rescoring_and_sampled_metrics_from_the_last
     # k_correct of p0..p3 = 0, 1, 2, 0 of k = 2 -> pass1 0, .5, 1, 0; passk 0, 1, 1, 0
     assert sampled[sampled["method"] == "grpo"]["pass1"].tolist() == [0.0, 0.5, 1.0, 0.0]
     assert sampled[sampled["method"] == "grpo"]["passk"].tolist() == [0.0, 1.0, 1.0, 0.0]
+
+
+def test_overoptimisation_trajectory_by_hand(out):
+    """grpo@beta0 (trained on r_φ): held-out gold 0.4 → (0.4 + 0.3)/2 = 0.35 → 0.3, best at step 0; its samples'
+    gold 0.4 + 0.02·s: 5-step means 0.44 (steps 0–4) and 0.54 (5–9); the proxy only at the end (1.5)."""
+    from analysis.report import overoptimisation_rows
+    from analysis.runs import Runs
+
+    rows = overoptimisation_rows(Runs(out), window=5)
+    assert [r["method"] for r in rows] == ["grpo@beta0"]  # the verifier-trained runs are not in it
+    r = rows[0]
+    assert r["gold greedy: start → best (step) → end"] == "0.400 → 0.400 (0) → 0.300"
+    assert r["gold of its samples, 5-step means: first → best (steps) → last"] == "0.440 → 0.540 (5–9) → 0.540"
+    assert r["proxy r_φ: start → end"] == "– → 1.500" and r["KL to π_ref at the end"] == "0.050"
