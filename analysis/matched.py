@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from analysis.runs import Runs, fmt, markdown_table
+from analysis.runs import Runs, fmt, markdown_table, spread
 from gcframe.errors import cli_entry
 
 
@@ -90,8 +90,6 @@ def matched_rows(runs, target: float | None = None) -> tuple[list[dict], dict]:
 
 def _mean(xs: list[float], spec: str) -> str:
     """The mean over seeds of the numbers in xs that are not NaN ± its 95% t half-width, '–' where none is."""
-    from analysis.report import spread
-
     return spread(xs, spec)
 
 

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from analysis.runs import Runs, fmt, markdown_table  # noqa: E402
+from analysis.runs import Runs, fmt, markdown_table, spread  # noqa: E402
 from gcframe.errors import cli_entry  # noqa: E402
 
 DPI = 100
@@ -50,19 +50,6 @@ def mean_ci(values, signed: bool = False) -> str:
         return f"{head} (1 seed, no interval)"
     t = T975[len(v) - 2] if len(v) - 1 <= len(T975) else 1.96
     return f"{head} ± {t * float(np.std(v, ddof=1)) / math.sqrt(len(v)):.3f}"
-
-
-def spread(values, fmt: str = "{:.3f}") -> str:
-    """'mean ± half-width of its 95% t-interval' over the values (seeds); one value, or values all equal (greedy
-    accuracy of one base, no tokens generated): the value alone (a table's seeds column says how many); none: '–'."""
-    v = [float(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
-    if not v:
-        return "–"
-    head = fmt.format(float(np.mean(v)))
-    if len(v) < 2 or math.isclose(max(v), min(v), rel_tol=1e-9, abs_tol=1e-12):
-        return head
-    t = T975[len(v) - 2] if len(v) - 1 <= len(T975) else 1.96
-    return f"{head} ± {fmt.format(t * float(np.std(v, ddof=1)) / math.sqrt(len(v))).lstrip('+')}"
 
 
 def _mean(df: pd.DataFrame, col: str, fmt: str = "{:.3f}") -> str:

@@ -12,9 +12,11 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import seaborn as sns
 import yaml
+from scipy import stats
 
 from gcframe.errors import UserError
 from gcframe.tracking.log import read_jsonl
@@ -165,3 +167,16 @@ def markdown_table(rows: list[dict]) -> str:
 def fmt(x, spec: str = "{:.2f}") -> str:
     """A number for a table cell, '–' where there is none (None or NaN)."""
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else spec.format(x)
+
+
+def spread(values, spec: str = "{:.3f}") -> str:
+    """'mean ± half-width of its 95% t-interval' over the values (seeds); one value, or values all equal (greedy
+    accuracy of one base, no tokens generated): the value alone (a table's seeds column says how many); none: '–'."""
+    v = [float(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    if not v:
+        return "–"
+    head = spec.format(float(np.mean(v)))
+    if len(v) < 2 or math.isclose(max(v), min(v), rel_tol=1e-9, abs_tol=1e-12):
+        return head
+    t = float(stats.t.ppf(0.975, len(v) - 1))
+    return f"{head} ± {spec.format(t * float(np.std(v, ddof=1)) / math.sqrt(len(v))).lstrip('+')}"
