@@ -13,7 +13,8 @@ Run it at one thread and at two (`--threads`) to see the thread count's effect: 
 spread of the base's held-out accuracy over these variants is what a user on another CPU can expect; the curve
 shows whether the end point sits on a plateau or on a steep slope, and where a target stopped each variant.
 
-    python experiments/base_stability.py --study --out runs/base_stability       # the committed study (STUDY)
+    python experiments/base_stability.py --study --out runs/base_stability       # the committed study (STUDY);
+                                                                                 # again: only what is missing
     python experiments/base_stability.py --out runs/stability                    # the default config's stage 1
     python experiments/base_stability.py --sft-steps 500 --schedule constant ...  # another stage 1
 """
@@ -104,8 +105,8 @@ STUDY = [  # (label, arguments): a stage 1 stopped by a step count on the steep 
     ("default: target accuracy, weight average", ["--threads", "2", "--variants", "ref"]),
     *[(f"§5.2 map, {level} level: target {target}", [  # the sweep's levels (configs/sweep_5_2.yaml), the same rule
         "--config", str(Path(__file__).parent / "configs" / "deepseekmath_5_2.yaml"), "--set", f"task.operands={ops}",
-        "--set", "sft_base.steps=1000", "--set", f"sft_base.target_accuracy={target}", "--set", "sft_base.eval_every=2",
-        "--set", "sft_base.ema=0.95", "--set", "train.eval_size=500", "--variants", "ref,perturb-1,perturb-2"])
+        "--set", "sft_base.steps=1000", "--set", f"sft_base.target_accuracy={target}", "--set", "sft_base.eval_every=1",
+        "--set", "sft_base.ema=0.97", "--set", "train.eval_size=500", "--variants", "ref,perturb-1,perturb-2"])
       for level, ops, target in (("hard", 5, 0.20), ("medium", 4, 0.40), ("easy", 4, 0.70))],
 ]
 
@@ -148,6 +149,11 @@ def main(argv=None) -> int:
     commit = short_commit(write_env(out / f"env_{slug}_t{args.threads}.json"), missing="")
     csv = out / "curves.csv"
     for variant in args.variants.split(","):
+        done = read_curves(csv) if csv.exists() else None
+        if done is not None and ((done["setup"] == args.label) & (done["variant"] == variant)
+                                 & (done["threads"] == args.threads)).any():
+            print(f"{args.label} {variant} threads={args.threads}: in {csv} already, kept", flush=True)
+            continue  # resumable: the same command again trains only what is missing
         t0 = time.time()
         rows = train_variant(cfg, task, variant, args.eps, args.eval_every)
         df = pd.DataFrame(rows).assign(setup=args.label, variant=variant, threads=args.threads,
