@@ -38,7 +38,7 @@ def test_overoptimisation_page():
     proxy = {m: _arrow(v)[-1] for m, v in t["proxy r_φ: start → end"].items()}
     kl = t["KL to π_ref at the end"].astype(float)
     assert max(proxy, key=proxy.get) == "grpo@beta0" and kl.idxmax() == "grpo@beta0"
-    samples = _arrow(t.loc["grpo@beta0", t.columns[2]])  # first → best → last
+    samples = _arrow(t.loc["grpo@beta0", t.columns[1]])  # its own samples: first → best → last
     assert samples[1] > samples[0] and samples[2] < samples[1]  # peaks, then falls back
     greedy = _arrow(t.loc["grpo@beta0", "gold greedy: start → best (step) → end"])
     assert greedy[2] < greedy[0]  # ends below the base
