@@ -146,7 +146,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     slug = re.sub(r"[^\w.-]+", "_", args.label).strip("_") or "run"  # a file name from "default: 1000 demos, ..."
-    commit = short_commit(write_env(out / f"env_{slug}_t{args.threads}.json"), missing="")
+    commit = None  # the environment is written when this setup first trains a variant: a kept one keeps its own
     csv = out / "curves.csv"
     for variant in args.variants.split(","):
         done = read_curves(csv) if csv.exists() else None
@@ -154,6 +154,8 @@ def main(argv=None) -> int:
                                  & (done["threads"] == args.threads)).any():
             print(f"{args.label} {variant} threads={args.threads}: in {csv} already, kept", flush=True)
             continue  # resumable: the same command again trains only what is missing
+        if commit is None:
+            commit = short_commit(write_env(out / f"env_{slug}_t{args.threads}.json"), missing="")
         t0 = time.time()
         rows = train_variant(cfg, task, variant, args.eps, args.eval_every)
         df = pd.DataFrame(rows).assign(setup=args.label, variant=variant, threads=args.threads,

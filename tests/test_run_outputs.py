@@ -159,3 +159,24 @@ def test_report_to_names_are_checked_before_anything_runs(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "wandb" else real(n, *a))
     with pytest.raises(UserError, match=r"needs the wandb package: pip install 'gcframe\[wandb\]'"):
         trackers.names("tensorboard,wandb")
+
+
+def test_the_commit_is_dirty_for_changed_code_not_for_rendered_outputs(tmp_path):
+    """A run's env.json says '+dirty' when code differs from the commit; results/, docs/ and Markdown that an earlier
+    run rendered into the tree are outputs and leave it clean (a worktree that collected one result stays usable)."""
+    import subprocess
+
+    from gcframe.tracking.env import git_state
+
+    def git(*a):
+        subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+
+    for f in ("code.py", "results/x/table.csv", "docs/page.md", "README.md"):
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("a\n")
+    git("init", "-q"), git("add", "."), git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    for f in ("results/x/table.csv", "docs/page.md", "README.md"):
+        (tmp_path / f).write_text("b\n")
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "code.py").write_text("b\n")
+    assert git_state(tmp_path)["dirty"] is True

@@ -36,6 +36,9 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+OUTPUTS = ("results", "docs", "*.md")  # what runs write into the tree, not what makes their numbers
+
+
 def git_state(root: Path = ROOT) -> dict:
     """The commit of the code and whether the tree had uncommitted changes (None outside a git checkout)."""
     def git(*a):
@@ -45,7 +48,8 @@ def git_state(root: Path = ROOT) -> dict:
         head = git("rev-parse", "HEAD")
         if head.returncode:
             return {"commit": None, "dirty": None}
-        status = git("status", "--porcelain", "--untracked-files=no")
+        # outputs (results/, docs/, Markdown) rendered into the tree by an earlier run do not make the code dirty
+        status = git("status", "--porcelain", "--untracked-files=no", "--", ".", *(f":!{p}" for p in OUTPUTS))
         return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
