@@ -132,8 +132,10 @@ def leaf_batch(tok, prompt: str, leaves: list[list[int]], answer: str, task) -> 
 def g_star(model, tok, task, rows: list[dict], max_new: int, eps: float, temperature: float) -> dict:
     """g* [D] = (1/Q) Σ_q Σ_{o listed, r=1} π(o|q) ∇log π(o|q) (one backward per prompt through the engine's
     token_logprobs), and per prompt p_q = Σ π r (a lower bound; + pruned mass is an upper bound)."""
+    from gcframe.tracking.progress import progress
+
     params, g, ps, pruned, n_leaves = params_of(model), 0.0, [], [], 0
-    for r in rows:
+    for r in progress(rows, desc="g* by enumeration", unit="prompt"):
         leaves, lp, miss = enumerate_completions(model, tok, r["prompt"], max_new, eps, temperature)
         b = leaf_batch(tok, r["prompt"], leaves, r["answer"], task)
         w = lp.exp() * b.data["rewards"].double()  # π(o) r(o) [M]
@@ -258,12 +260,13 @@ def cosine_rows(label: str, means: dict[str, tuple[torch.Tensor, float]], gs: to
 # -- the policies -------------------------------------------------------------------------------------------------
 def policies(cfg_rl, task, base_dir, acc, steps: int) -> dict[str, dict]:
     """{label: CPU state dict}: the SFT base and the policy after `steps` GRPO steps of the default config."""
+    from gcframe.tracking.progress import progress
     from gcframe.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as tmp:
         tr = Trainer(cfg_rl, "grpo", Path(tmp) / "grpo", base_dir, task, acc, show_progress=False)
         out = {"SFT base": copy.deepcopy(tr.ctx.policy.state_dict())}
-        for s in range(steps):
+        for s in progress(range(steps), desc="the GRPO policy", unit="step"):
             tr.train_step(s)
         out[f"GRPO step {steps}"] = copy.deepcopy(tr.ctx.policy.state_dict())
     return out
