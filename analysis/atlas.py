@@ -63,7 +63,7 @@ def fig_heatmap(df: pd.DataFrame, path: Path) -> None:
         vals = sub[[c for c, _, _ in MEASURES]]
         colour = pd.DataFrame({c: (np.log10(vals[c].clip(lower=1e-12)) if log else vals[c]) for c, _, log in MEASURES})
         colour = (colour - colour.min()) / (colour.max() - colour.min()).replace(0, 1)  # each column on [0, 1]
-        if MEASURES[1][0] in colour:  # a smaller bias is better: flip it so that dark means good everywhere
+        if MEASURES[1][0] in colour:  # a smaller bias is better: flip it so that bright (viridis yellow) means good everywhere
             colour[MEASURES[1][0]] = 1 - colour[MEASURES[1][0]]
         annot = vals.map(lambda v: "n/a" if not math.isfinite(v) else f"{v:.3g}")
         sns.heatmap(colour, annot=annot, fmt="", cmap="viridis", cbar=False, ax=ax, annot_kws={"fontsize": 8})
