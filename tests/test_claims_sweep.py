@@ -251,7 +251,8 @@ def test_predictors():
     −0.41, the zero-variance fraction +0.36, the base's accuracy −0.35 and the advantage std −0.33' / 'the difference is
     positive at every length at hard, where GRPO's reward std is lowest (0.22) and its zero-variance groups most
     frequent (0.60).'"""
-    _says("over the 18 level × step cells the strongest Spearman ρ with the GRPO − online RFT difference is −0.48, "
+    _says("GRPO − online RFT difference against GRPO's KL to π_ref (Spearman ρ = −0.48).",
+          "over the 18 level × step cells the strongest Spearman ρ with the GRPO − online RFT difference is −0.48, "
           "for GRPO's own KL to π_ref",
           "negative GC mass gives −0.44, GRPO's training accuracy −0.43, online RFT's reward std −0.42, GRPO's reward "
           "std −0.41, the zero-variance fraction +0.36, the base's accuracy −0.35 and the advantage std −0.33",
