@@ -277,8 +277,8 @@ def draw(sw: Sweep, claims: pd.DataFrame, preds: pd.DataFrame, mech: pd.DataFram
     else:
         ax.set_axis_off()
     n = int(claims["n_seeds"].max()) if len(claims) else 0
-    fig.suptitle(f"DeepSeekMath §5.2 at CPU scale: paired differences by seed (up to {n} seeds); "
-                 "* = 95% t-interval excludes 0", fontsize=12)
+    fig.suptitle(f"DeepSeekMath §5.2 at CPU scale: paired differences (greedy: by problem and seed; sampled: by "
+                 f"seed; up to {n} seeds); * = the 95% interval excludes 0", fontsize=12)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
