@@ -10,6 +10,7 @@ The loop never asks which method it runs.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import math
@@ -41,8 +42,15 @@ from methods.base import get_method
 
 def make_accelerator() -> Accelerator:
     """The run's Accelerator. Without a GPU it must be told cpu=True, else a multi-process launch (torchrun,
-    `accelerate launch --multi_gpu`) silently runs independent single processes instead of one gloo group."""
-    return Accelerator(cpu=not torch.cuda.is_available())
+    `accelerate launch --multi_gpu`) silently runs independent single processes instead of one gloo group.
+
+    Under several processes the process group is destroyed at exit, while the interpreter is still whole: left to
+    the interpreter's teardown, Gloo's worker threads can abort the process ("terminate called without an active
+    exception", SIGABRT) after its work is done (pytorch/pytorch#190489)."""
+    acc = Accelerator(cpu=not torch.cuda.is_available())
+    if acc.num_processes > 1:
+        atexit.register(acc.state.destroy_process_group)
+    return acc
 
 
 def adamw(params, **kw) -> torch.optim.AdamW:

@@ -176,3 +176,5 @@ if __name__ == "__main__":
         result = run(base, acc, work)
     if acc.is_main_process:
         torch.save(result, dest)
+    acc.wait_for_everyone()
+    acc.end_training()  # the process group destroyed before exit (make_accelerator's atexit does it for the rest)
