@@ -140,12 +140,17 @@ def test_processes_exit_cleanly(tmp_path):
     """A multi-process run ends without an abort. Left to the interpreter's teardown, Gloo's worker threads abort a
     process that has finished its work ("terminate called without an active exception", SIGABRT: 7 of 25 launches of
     this script here without the fix, 0 of 25 with it; once the CI failure of this module's fixture);
-    make_accelerator destroys the process group at exit. Four launches: without the fix at least one fails with
-    probability 1 - (18/25)^4 ≈ 0.73."""
+    make_accelerator destroys the process group at exit. Four launches side by side (each its own rendezvous port):
+    without the fix at least one fails with probability 1 - (18/25)^4 ≈ 0.73."""
     script = tmp_path / "exit.py"
     script.write_text(EXIT_SCRIPT.format(root=str(ROOT)))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for _ in range(4):
-        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                               str(script)], capture_output=True, text=True, env=env, timeout=120)
-        assert done.returncode == 0 and "terminate called" not in done.stdout + done.stderr, done.stderr[-2000:]
+    launches = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                                  "2", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 env=env) for _ in range(4)]
+    for p in launches:
+        try:
+            log, _ = p.communicate(timeout=180)
+        finally:
+            p.kill()
+        assert p.returncode == 0 and "terminate called" not in log, log[-2000:]
