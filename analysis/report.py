@@ -57,9 +57,25 @@ def _mean(df: pd.DataFrame, col: str, fmt: str = "{:.3f}") -> str:
     return spread(df[col].tolist() if col in df else [], fmt)
 
 
+def rescored_accuracy(runs: Runs) -> tuple[int, dict[str, list[float]]] | None:
+    """Greedy accuracy of every final model on the problems of its re-scoring (`python -m gcframe.evaluate`, the
+    largest set every run was scored on) -> (problems, {method: [accuracy per seed]}); None without one."""
+    picks = runs.outcomes()
+    if not picks or not picks[0][2].startswith("final models re-scored"):
+        return None
+    f = picks[0][0]
+    per = f.groupby(["method", "seed"])["greedy"].mean()
+    return int(f["problem"].nunique()), {m: per[m].tolist() for m in per.index.get_level_values(0).unique()}
+
+
 def summary_rows(runs: Runs) -> list[dict]:
+    """The report's table: a row for the base (step 0), then one per method: the last evaluation's accuracy (and
+    sampled metrics), the final models' greedy accuracy on a re-scoring's problems where every run has one, train
+    time, peak memory and generated tokens, each a mean over seeds with its spread."""
     k = runs.k
     fin, train = runs.final_eval(), runs.train
+    rescored = rescored_accuracy(runs)
+    wide = f"accuracy, {rescored[0]} problems" if rescored else None  # the final models on the re-scoring's problems
 
     def sampled(df: pd.DataFrame, kl: str) -> dict:
         """The columns of the sampled evaluation (k samples per problem); none when the runs drew none (eval_k 0)."""
@@ -72,7 +88,8 @@ def summary_rows(runs: Runs) -> list[dict]:
     if len(start):  # every run of a seed evaluates the same base with the same draws: one row per seed
         base = start.groupby("seed").mean(numeric_only=True)
         out.append({"method": f"{runs.base_label} (step 0)", "seeds": str(len(base)),
-                    "accuracy": _mean(base, "eval_accuracy"), **sampled(base, "0"), "train time (s)": "–",
+                    "accuracy": _mean(base, "eval_accuracy"), **({wide: "–"} if wide else {}), **sampled(base, "0"),
+                    "train time (s)": "–",
                     "peak RSS (MB; +run)": "–", "generated tokens": "–"})
     for m in runs.methods:
         f, t = fin[fin["method"] == m], last[last["method"] == m] if len(last) else last
@@ -86,6 +103,7 @@ def summary_rows(runs: Runs) -> list[dict]:
         ends = ", ".join(str(int(s)) for s in sorted(steps))  # runs still going end at different steps
         out.append({"method": m + ("" if len(steps) <= 1 else f" (steps {ends})"), "seeds": str(len(f)),
                     "accuracy": mean_ci(f["eval_accuracy"].tolist()),
+                    **({wide: mean_ci(rescored[1].get(m, []))} if wide else {}),
                     **sampled(f, _mean(f, "eval_kl_ref", "{:.4f}")),
                     "train time (s)": _mean(t, "time_s", "{:.0f}"),
                     "peak RSS (MB; +run)": (f"{peak.max():.0f}" if len(peak) else "–")

@@ -47,6 +47,23 @@ def test_rescoring_on_more_problems_repeats_the_final_evaluation_on_the_ones_it_
     assert (out / "grpo" / "seed0" / "rescored" / "final-n16-k2.jsonl").stat().st_mtime_ns == stamp
 
 
+def test_the_report_table_shows_the_rescored_accuracy(out):
+    """The table keeps the last evaluation's accuracy (8 problems) and adds the final models' greedy accuracy on the
+    re-scoring's 16, the same numbers as the per-problem file: grpo's mean of greedy_correct over its 16 rows."""
+    from analysis.report import Runs, summary_rows
+
+    assert main([str(out), "--problems", "16", "--k", "2", "--no-progress"]) == 0  # (kept if already scored)
+    rows = {r["method"]: r for r in summary_rows(Runs(out))}
+    for method in ("grpo", "rloo"):
+        again = read_jsonl(out / method / "seed0" / "rescored" / "final-n16-k2.jsonl")
+        expected = sum(r["greedy_correct"] for r in again) / 16
+        assert rows[method]["accuracy, 16 problems"] == f"{expected:.3f} (1 seed, no interval)"
+        trained = [r for r in read_jsonl(out / method / "seed0" / "problems.jsonl") if r["step"] == 3]
+        assert rows[method]["accuracy"].startswith(f"{sum(r['greedy_correct'] for r in trained) / 8:.3f}")
+    base = next(r for r in rows.values() if r["method"].endswith("(step 0)"))
+    assert base["accuracy, 16 problems"] == "–"  # the base is not re-scored
+
+
 def test_a_model_another_process_holds_is_left_to_it(out, capsys):
     claim = out / "rloo" / "seed0" / "rescored" / "final-n4-k0.claim"
     claim.parent.mkdir(parents=True, exist_ok=True)
