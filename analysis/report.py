@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from analysis.runs import Runs, fmt, markdown_table, spread  # noqa: E402
+from analysis.runs import RESCORED_SOURCE, Runs, fmt, markdown_table, spread  # noqa: E402
 from gcframe.errors import cli_entry  # noqa: E402
 
 DPI = 100
@@ -61,7 +61,7 @@ def rescored_accuracy(runs: Runs) -> tuple[int, dict[str, list[float]]] | None:
     """Greedy accuracy of every final model on the problems of its re-scoring (`python -m gcframe.evaluate`, the
     largest set every run was scored on) -> (problems, {method: [accuracy per seed]}); None without one."""
     picks = runs.outcomes()
-    if not picks or not picks[0][2].startswith("final models re-scored"):
+    if not picks or not picks[0][2].startswith(RESCORED_SOURCE):
         return None
     f = picks[0][0]
     per = f.groupby(["method", "seed"])["greedy"].mean()

@@ -90,6 +90,7 @@ class Runs:
 
 
 SAMPLED = ["majk", "passk", "pass1"]
+RESCORED_SOURCE = "final models re-scored"  # how final_outcomes describes a re-scoring (analysis.report reads it)
 
 
 def _outcome_frame(rows: list[dict], method: str, seed: int) -> pd.DataFrame:
@@ -128,7 +129,7 @@ def final_outcomes(out: Path, methods: list[str] | None = None) -> list[tuple]:
     def described(key, n) -> str:
         if key == "train":
             return f"the last evaluation of each run, {n} held-out problems"
-        return f"final models re-scored on {key[0]} held-out problems" + (f", {key[1]} samples each" if key[1] else "")
+        return f"{RESCORED_SOURCE} on {key[0]} held-out problems" + (f", {key[1]} samples each" if key[1] else "")
 
     rescored = sorted((k for k in common if k != "train"), reverse=True)
     picks = []

@@ -70,8 +70,8 @@ RECIPES = {
     "overoptimisation": Recipe("GRPO on the learned reward r_φ at three β: proxy against gold", "compare",
                                "overoptimisation.yaml", [0, 1]),
     "smollm2": Recipe("six methods on SmolLM2-135M-Instruct (LoRA), 2 seeds, final models on 500 problems (ppo's "
-                      "cells cost 5x the others' and grpo_ps is grpo but one token here: both in smollm2_trade and "
-                      "the config's notes)", "compare", "smollm2_all.yaml", [0, 1],
+                      "cells cost 5x the others', measured in smollm2_trade; grpo_ps is grpo but one token here)",
+                      "compare", "smollm2_all.yaml", [0, 1],
                       args=["--methods", "sft,rft,online_rft,dpo,grpo,rloo"],
                       quick=["--quick", "--methods", "sft,grpo"], rescore=["--problems", "500"]),
     "smollm2_lr": Recipe("the one-seed learning-rate sweep behind smollm2_all.yaml's per-method rates", "compare",
