@@ -5,6 +5,8 @@ from these tables.
     pairs.csv      every pair of methods × metric: Δ, 95% interval over seeds and problems, P(A > B), separated,
                    and how much pairing by problem narrowed the interval (paired SE / unpaired SE)
     findings.csv   DeepSeekMath §5.2's orderings, each decided by the paired test: holds, reversed, not separated
+    gains.csv      each method against the model the runs started from, where it was re-scored on the same problems
+                   (`python -m gcframe.evaluate OUT --base`): the same paired test, the base's outcomes in every seed
     design.csv     what the design can detect: seeds, problems, the minimum detectable difference (α 0.05, power
                    0.8) and the seeds or problems that would halve it
     findings.md    the sentences, from the three tables; headline.md their short form (greedy only)
@@ -58,6 +60,41 @@ def pair_rows(runs: Runs, table: pd.DataFrame | None = None) -> list[dict]:
              "separated": "yes" if r["separated"] else "no", "seeds": int(r["n_seeds"]),
              "problems": int(r["n_problems"]), "paired SE / unpaired SE": f"{r['se'] / r['unpaired_se']:.2f}"}
             for _, r in table.iterrows()]
+
+
+def gain_table(runs: Runs) -> pd.DataFrame:
+    """Each method − the base, per metric of the greedy re-scoring, through analysis.paired. The base is one model,
+    so its outcomes stand in every seed: d[s,p] = y_m[s,p] − y_base[p], and the seed variance is the method's alone.
+    Empty without a re-scored base."""
+    base = runs.base_outcomes()
+    if base is None:
+        return pd.DataFrame()
+    frame, metrics, _, k = runs.outcomes()[0]
+    both = pd.concat([frame, base], ignore_index=True)
+    rows = [paired.paired_difference(both, m, runs.base_label, metric) | {"k": k}
+            for m in runs.methods if m in set(frame["method"]) for metric in metrics if base[metric].notna().all()]
+    return pd.DataFrame(rows)
+
+
+def gain_rows(runs: Runs, gains: pd.DataFrame | None = None) -> list[dict]:
+    gains = gain_table(runs) if gains is None else gains
+    return [{"method": r["a"], "metric": metric_name(r["metric"], r["k"]), "over": r["b"],
+             "gain [95% interval]": _interval(r), "P(A>B)": f"{r['p_improve']:.2f}",
+             "separated": "yes" if r["separated"] else "no", "seeds": int(r["n_seeds"]),
+             "problems": int(r["n_problems"])} for _, r in gains.iterrows()]
+
+
+def gain_line(runs: Runs, gains: pd.DataFrame, metric: str = "greedy") -> list[str]:
+    """'Over the base model (0.412 greedy; 2 seeds × 200 problems): grpo +0.071 [+0.030, +0.112], separated; ...'"""
+    g = gains[gains["metric"] == metric] if len(gains) else gains
+    if g.empty:
+        return []
+    base = runs.base_outcomes()
+    level = base[metric].mean()
+    parts = [f"{r['a']} {r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}], "
+             f"{'separated' if r['separated'] else 'not separated'}" for _, r in g.iterrows()]
+    return [f"Over the {runs.base_label} ({level:.3f} {metric_name(metric, g['k'].iloc[0])}; {_design(g)}): "
+            + "; ".join(parts) + "."]
 
 
 def verdict(r) -> str:
@@ -164,7 +201,7 @@ def sentences(runs: Runs, table: pd.DataFrame | None = None) -> list[str]:
     ratio = table["se"] / table["unpaired_se"]
     lines.append(f"Pairing by problem and seed gave standard errors {ratio.min():.2f}–{ratio.max():.2f} times the "
                  f"unpaired ones (median {ratio.median():.2f}).")
-    return lines
+    return lines + gain_line(runs, gain_table(runs))
 
 
 def headline(runs: Runs, table: pd.DataFrame) -> list[str]:
@@ -175,7 +212,7 @@ def headline(runs: Runs, table: pd.DataFrame) -> list[str]:
         return []
     lines = [f"Greedy accuracy ({_design(g)}): {int(g['separated'].sum())} of {_count(len(g), 'pair')} separated by "
              f"the paired test: {_pairs_text(g) or 'none'}."]
-    lines += [c for c in claim_lines(runs, g)]
+    lines += [c for c in claim_lines(runs, g)] + gain_line(runs, gain_table(runs))
     d = next((d for d in design_rows(runs, g) if d["metric"] == "greedy"), None)
     if d:
         lines.append(f"Differences below {d['detectable difference (median over pairs)']} go undetected by this design "
@@ -196,6 +233,9 @@ def write(runs: Runs, folder, prefix: str = "") -> list[str]:
     if claims:
         pd.DataFrame(claims).to_csv(folder / f"{prefix}findings.csv", index=False)
     pd.DataFrame(design_rows(runs, table)).to_csv(folder / f"{prefix}design.csv", index=False)
+    gains = gain_rows(runs)
+    if gains:
+        pd.DataFrame(gains).to_csv(folder / f"{prefix}gains.csv", index=False)
     lines = sentences(runs, table)
     note = f"\n<sub>Outcomes: {'; '.join(sources)}.</sub>\n"
     (folder / f"{prefix}findings.md").write_text("".join(f"- {s}\n" for s in lines) + note)

@@ -84,6 +84,23 @@ class Runs:
         `python -m gcframe.evaluate`), else the last evaluation of RUN/problems.jsonl."""
         return final_outcomes(self.out, self.methods)
 
+    def base_outcomes(self) -> pd.DataFrame | None:
+        """The base's per-problem outcomes on the problems and samples of the greedy re-scoring (`outcomes()[0]`),
+        under the method name `base_label`, repeated for each seed of the runs: one model, where every run started
+        (`python -m gcframe.evaluate OUT --base` writes OUT/rescored/base-n<N>-k<K>.jsonl). None without one."""
+        from gcframe.evaluate.problems import RESCORED
+
+        picks = self.outcomes()
+        if not picks or not picks[0][2].startswith(RESCORED_SOURCE):
+            return None
+        frame, _, _, k = picks[0]
+        f = self.out / RESCORED / f"base-n{frame['problem'].nunique()}-k{k}.jsonl"
+        if not f.is_file():
+            return None
+        rows = read_jsonl(f)
+        return pd.concat([_outcome_frame(rows, self.base_label, int(s)) for s in sorted(frame["seed"].unique())],
+                         ignore_index=True)
+
     def reward_source(self, method: str, seed: int) -> str:
         return ((self.configs.get((method, seed)) or {}).get("train") or {}).get("reward", "verifier")
 

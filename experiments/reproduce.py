@@ -94,7 +94,8 @@ RECIPES = {
         "sampling from the SFT model, 2 seeds, final models on 200 problems", "compare",
         "word_problems_pipeline.yaml", [0, 1],
         quick=["--quick", "--methods", "grpo,grpo@ds"],
-        base_run={"config": "word_problems_sft.yaml", "method": "sft", "seed": 0}, rescore=["--problems", "200"]),
+        base_run={"config": "word_problems_sft.yaml", "method": "sft", "seed": 0},
+        rescore=["--problems", "200", "--base"]),
     "base_stability": Recipe(
         "the SFT base under rounding: stage 1 with weight perturbations, float64 and two thread counts", "command",
         command=["experiments/base_stability.py", "--study", "--out", "OUT"],
@@ -129,7 +130,8 @@ def rescored(out: Path, args: list[str]) -> bool:
     n = args[args.index("--problems") + 1] if "--problems" in args else None
     k = args[args.index("--k") + 1] if "--k" in args else "0"
     runs = [p for p in out.glob("*/seed*") if (p / "final").is_dir()]
-    return all(list((p / "rescored").glob(f"final-n{n or '*'}-k{k}.jsonl")) for p in runs)
+    base = "--base" not in args or list((out / "rescored").glob(f"base-n{n or '*'}-k{k}.jsonl"))
+    return bool(base) and all(list((p / "rescored").glob(f"final-n{n or '*'}-k{k}.jsonl")) for p in runs)
 
 
 def parse_args(argv=None):

@@ -64,6 +64,61 @@ def test_the_report_table_shows_the_rescored_accuracy(out):
     assert base["accuracy, 16 problems"] == "–"  # the base is not re-scored
 
 
+def test_the_base_is_scored_once_and_each_method_tested_against_it(out, tiny_base, tmp_path):
+    """--base scores the model the runs started from (here their model.path, as with compare.py --model) once, into
+    OUT/rescored/: on the problems the runs' own step-0 evaluation scored, it gives that evaluation's answers. Each
+    method's gain over it is the paired test on the two per-problem files; checked by hand on set outcomes."""
+    import json
+    import shutil
+
+    from scipy import stats
+
+    from analysis import findings
+    from analysis.report import Runs, summary_rows
+
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("rescored"))
+    for method in ("grpo", "rloo"):  # runs started from a given model
+        cfg_file = copy / method / "seed0" / "config.yaml"
+        cfg = yaml.safe_load(cfg_file.read_text())
+        cfg["model"]["path"] = tiny_base
+        cfg_file.write_text(yaml.safe_dump(cfg))
+    assert main([str(copy), "--problems", "16", "--k", "2", "--base", "--no-progress"]) == 0
+    base_file = copy / "rescored" / "base-n16-k2.jsonl"
+    base = read_jsonl(base_file)
+    assert len(base) == 16 and all(r["step"] == 0 for r in base)
+    greedy = ("problem", "greedy_correct", "greedy_answer", "completion_len")
+    start = [r for r in read_jsonl(copy / "grpo" / "seed0" / "problems.jsonl") if r["step"] == 0]
+    assert len(start) == 8 and [{k: r[k] for k in greedy} for r in base[:8]] == [{k: r[k] for k in greedy}
+                                                                                 for r in start]
+
+    def set_greedy(path, n_right):  # the first n_right problems right, the rest wrong
+        rows = read_jsonl(path)
+        path.write_text("".join(json.dumps({**r, "greedy_correct": i < n_right}) + "\n" for i, r in enumerate(rows)))
+
+    set_greedy(base_file, 4)  # base 4/16 = 0.250
+    set_greedy(copy / "grpo" / "seed0" / "rescored" / "final-n16-k2.jsonl", 6)  # 6/16: gain +0.125
+    set_greedy(copy / "rloo" / "seed0" / "rescored" / "final-n16-k2.jsonl", 2)  # 2/16: gain −0.125
+    runs = Runs(copy)
+    gains = findings.gain_table(runs).set_index(["a", "metric"])
+    # grpo − base: d_p = 1 on problems 4, 5, else 0; D = 2/16 = 0.125. One seed: Var(D) = MS_P/P with
+    # MS_P = (2·0.875² + 14·0.125²)/15 = 1.75/15, so SE = sqrt(1.75/15/16) = 0.08539, ν = 15, t = 2.1314:
+    # 0.125 ± 0.1820 = [−0.0570, +0.3070], not separated.
+    half = stats.t.ppf(0.975, 15) * (1.75 / 15 / 16) ** 0.5
+    grpo = gains.loc[("grpo", "greedy")]
+    assert abs(grpo["diff"] - 0.125) < 1e-12 and abs(grpo["hi"] - grpo["lo"] - 2 * half) < 1e-9
+    assert grpo["b"] == runs.base_label and grpo["levels"] == "problems" and not grpo["separated"]
+    assert abs(gains.loc[("rloo", "greedy"), "diff"] + 0.125) < 1e-12
+    assert {m for _, m in gains.index} == {"greedy", "majk", "passk", "pass1"}  # the base was sampled too (k = 2)
+    rows = {r["method"]: r for r in summary_rows(runs)}
+    assert rows[f"{runs.base_label} (step 0)"]["accuracy, 16 problems"] == "0.250"
+    findings.write(runs, tmp_path)
+    written = (tmp_path / "gains.csv").read_text()
+    assert written.startswith("method,metric,over,gain [95% interval]") and written.count("\ngrpo,") == 4
+    assert (f"Over the {runs.base_label} (0.250 greedy; 1 seed × 16 problems): grpo +0.125 [-0.057, +0.307], not "
+            "separated; rloo -0.125") in (tmp_path / "findings.md").read_text()
+
+
 def test_a_model_another_process_holds_is_left_to_it(out, capsys):
     claim = out / "rloo" / "seed0" / "rescored" / "final-n4-k0.claim"
     claim.parent.mkdir(parents=True, exist_ok=True)

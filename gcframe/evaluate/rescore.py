@@ -3,10 +3,13 @@
     python -m gcframe.evaluate OUT --problems 500 --k 8       # every run of a compare.py folder: final models
     python -m gcframe.evaluate OUT/grpo/seed0 --problems 500  # one run
     python -m gcframe.evaluate OUT --checkpoints              # also the checkpoints a run kept (train.keep_checkpoints)
+    python -m gcframe.evaluate OUT --problems 200 --base      # also the model every run started from, once
 
 Each model's per-problem outcomes go to RUN/rescored/<model>-n<N>-k<K>.jsonl (the columns of RUN/problems.jsonl,
 `gcframe.evaluate.problems`), written whole when the model is done. Resumable: the same command again skips what is
-written. Parallel: start it in two shells (one thread each): the processes split the models by claim files
+written. With --base, the model the runs started from (the pretrained model, the SFT base of stage 1, or the model
+given as --model) is scored once, to OUT/rescored/base-n<N>-k<K>.jsonl: the report then tests each method's gain
+over it with the same paired test (`analysis.findings`, gains.csv). Parallel: start it in two shells (one thread each): the processes split the models by claim files
 (RUN/rescored/<name>.claim), as compare.py splits its cells. The evaluation draws from its own seeded generator
 (`eval_seed`: the run's seed and the model's step), so a model scored twice gives the same rows, and every method of
 a seed draws the same random numbers. The report (`python -m analysis.report OUT`) then pairs the methods on these
@@ -122,6 +125,8 @@ def parse_args(argv=None):
                    "train.eval_size); at most the task's task.n_heldout")
     p.add_argument("--k", type=int, default=0, help="samples per problem for pass@k and maj@k (default 0: greedy only)")
     p.add_argument("--checkpoints", action="store_true", help="also score the checkpoints runs kept")
+    p.add_argument("--base", action="store_true", help="also score the model the runs started from (once, into "
+                   "OUT/rescored/), for each method's gain over it")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p.parse_args(argv)
 
@@ -142,6 +147,8 @@ def main(argv=None) -> int:
         raise UserError(f"no final models under '{path}': expected {path}/<method>/seed<k>/final (a finished "
                         "compare.py run)" + ("" if args.checkpoints else " or, with --checkpoints, kept checkpoints"))
     check_same_task(runs, configs)
+    if args.base:  # the runs share their base (check_same_task): one model, scored at step 0 with the first seed
+        work.append((path, configs[0], "base", 0, None))
     return _rescore(args, path, work)
 
 
@@ -162,7 +169,7 @@ def _rescore(args, path: Path, work: list) -> int:
     done, elsewhere, t_start = [], [], time.time()
     for run, raw, name, step, model_path in work:
         out = run / RESCORED / f"{name}-n{n}-k{args.k}.jsonl"
-        label = f"{run.parent.name} {run.name} {name}"
+        label = "base model" if name == "base" else f"{run.parent.name} {run.name} {name}"
         if out.is_file():
             done.append((label, out))
             continue
@@ -174,6 +181,10 @@ def _rescore(args, path: Path, work: list) -> int:
             run_cfg = from_dict(raw)
             if name == "final":
                 model, tok = load_final(model_path)
+            elif name == "base":
+                from gcframe.modeling import load_model_and_tokenizer
+
+                model, tok = load_model_and_tokenizer(base_of(run_cfg, task))
             else:
                 model, tok = load_checkpoint(model_path, run_cfg, base_of(run_cfg, task))
             t0 = time.time()
