@@ -138,6 +138,7 @@ def test_a_pipeline_recipe_chains_its_stages_and_rescores(tmp_path, monkeypatch)
     import reproduce
 
     cells, cmds, collected = [], [], []
+    write_base = False
 
     def compare_cells(recipe, seeds, runs, quick):
         cells.append((recipe.config, seeds, runs, list(recipe.args)))
@@ -151,6 +152,8 @@ def test_a_pipeline_recipe_chains_its_stages_and_rescores(tmp_path, monkeypatch)
             (run_dir / "final").mkdir(parents=True, exist_ok=True)
             (run_dir / "rescored").mkdir(exist_ok=True)
             (run_dir / "rescored" / "final-n200-k0.jsonl").write_text("")
+        if write_base:  # --base: the SFT model the runs started from, once
+            (tmp_path / "runs" / "word_problems_pipeline" / "rescored" / "base-n200-k0.jsonl").write_text("")
 
     monkeypatch.setattr(reproduce, "compare_cells", compare_cells)
     monkeypatch.setattr(reproduce, "run", run)
@@ -158,10 +161,14 @@ def test_a_pipeline_recipe_chains_its_stages_and_rescores(tmp_path, monkeypatch)
     args = reproduce.parse_args(["word_problems_pipeline", "--runs", str(tmp_path / "runs"),
                                  "--results", str(tmp_path / "results")])
     reproduce.reproduce("word_problems_pipeline", args)
-    stage, main = cells
+    assert collected == []  # the finals are re-scored but the base is not: another process is still on it
+    (tmp_path / "runs" / "word_problems_pipeline" / "rescored").mkdir()
+    write_base = True
+    reproduce.reproduce("word_problems_pipeline", args)
+    stage, main = cells[:2]
     assert stage[0] == "word_problems_sft.yaml" and stage[1] == [0] and stage[3] == ["--methods", "sft"]
     assert stage[2] == tmp_path / "runs" / "word_problems_pipeline-sft"
     assert main[0] == "word_problems_pipeline.yaml" and main[1] == [0, 1]
     assert main[3][-2:] == ["--model", str(stage[2] / "sft" / "seed0" / "final")]
-    assert cmds == [["-m", "gcframe.evaluate", str(main[2]), "--problems", "200"]]
+    assert cmds[-1] == ["-m", "gcframe.evaluate", str(main[2]), "--problems", "200", "--base"]
     assert collected == [("word_problems_pipeline", ""), ("word_problems_pipeline-sft", "sft_stage_")]
