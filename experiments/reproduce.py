@@ -90,8 +90,8 @@ RECIPES = {
                             "compare", "smollm2_word_problems.yaml", [0, 1],
                             quick=["--quick", "--methods", "sft,grpo"]),
     "word_problems_pipeline": Recipe(
-        "the seed's pipeline on SmolLM2 word problems: SFT, then sft, online_rft, grpo and grpo with dynamic "
-        "sampling from the SFT model, 2 seeds, final models on 200 problems", "compare",
+        "the seed's pipeline on SmolLM2 word problems: SFT, then 8 methods (grpo with dynamic sampling among them) "
+        "from the SFT model, 2 seeds, final models and the SFT model on 200 problems", "compare",
         "word_problems_pipeline.yaml", [0, 1],
         quick=["--quick", "--methods", "grpo,grpo@ds"],
         base_run={"config": "word_problems_sft.yaml", "method": "sft", "seed": 0},
