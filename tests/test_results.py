@@ -69,6 +69,31 @@ def test_processes_in_different_environments_are_refused_not_mixed():
         results._same_env([ENV, {**ENV, "torch": {"version": "2.14.1"}}])
 
 
+def test_commits_count_as_one_environment_only_where_the_run_code_is_the_same(tmp_path):
+    """A comparison resumed after a commit that changed its config file and a test (not gcframe/ or methods/) is one
+    environment; after a commit that changed gcframe/, two. A throwaway repository with three commits."""
+    from gcframe.tracking import env as envinfo
+
+    def git(*a):
+        return subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "t@t"), git("config", "user.name", "t")
+    commits = []
+    for path, text in [("gcframe/engine.py", "a = 1\n"), ("experiments/configs/x.yaml", "methods: [a, b]\n"),
+                       ("gcframe/engine.py", "a = 2\n")]:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+        git("add", "-A"), git("commit", "-qm", path)
+        commits.append(git("rev-parse", "HEAD").strip())
+    assert envinfo.same_run_code(commits[0], commits[1], tmp_path)
+    assert not envinfo.same_run_code(commits[1], commits[2], tmp_path)
+    assert not envinfo.same_run_code(commits[0], "f" * 40, tmp_path)  # a commit git does not have: not the same
+    assert results._same_env([ENV, {**ENV, "commit": ENV["commit"]}]) == ENV
+    with pytest.raises(UserError, match="different environments \\(commit differ\\)"):
+        results._same_env([ENV, {**ENV, "commit": "f" * 40}])
+
+
 def test_reproduce_names_the_known_results_for_an_unknown_one():
     p = subprocess.run([sys.executable, "experiments/reproduce.py", "defualt"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)

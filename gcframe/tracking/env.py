@@ -88,13 +88,32 @@ def write_env(path: str | Path, argv: list[str] | None = None) -> dict:
 SAME = ("commit", "dirty", "python", "cpu", "threads")  # runs whose numbers are put side by side agree on these
 
 
+RUN_CODE = ("gcframe", "methods", "experiments/compare.py", "experiments/compare_config.py", "pyproject.toml",
+            "requirements")
+"""The code a run executes (a run's settings are its own OUT/config.yaml, not the repository's YAML files)."""
+
+
+def same_run_code(a: str, b: str, root: Path = ROOT) -> bool:
+    """Whether commits a and b hold the same RUN_CODE: a comparison resumed after a commit that changed only
+    docs, tests, configs or scripts around it ran the same code. False where git cannot tell (no checkout, a
+    commit it does not have)."""
+    try:
+        r = subprocess.run(["git", "-C", str(root), "diff", "--quiet", a, b, "--", *RUN_CODE], capture_output=True,
+                           timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0
+
+
 def differences(a: dict, b: dict) -> list[str]:
-    """What two environments differ in, of what must be equal for their runs to share one result: SAME, the torch
-    version and the library versions."""
+    """What two environments differ in, of what must be equal for their runs to share one result: SAME (two
+    commits count as one where they hold the same RUN_CODE), the torch version and the library versions."""
     def key(e):
         return {k: e.get(k) for k in SAME} | {"torch": (e.get("torch") or {}).get("version"),
                                                "packages": e.get("packages")}
     ka, kb = key(a), key(b)
+    if ka["commit"] and kb["commit"] and ka["commit"] != kb["commit"] and same_run_code(ka["commit"], kb["commit"]):
+        kb["commit"] = ka["commit"]
     return [k for k in ka if ka[k] != kb[k]]
 
 
