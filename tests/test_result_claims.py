@@ -822,3 +822,85 @@ def test_readme_stability_sentence():
     assert (round(float(steep["float32 min"]), 2), round(float(steep["float32 max"]), 2)) == (0.42, 0.74)
     default = s.loc["default: target accuracy, weight average"]
     assert (default["float32 spread"].astype(float) <= 0.03).all()  # "the spread above": the issue's ±0.03 bound
+
+
+def _wpp(name: str) -> pd.DataFrame:
+    return _csv(f"word_problems_pipeline/{name}").set_index("method")
+
+
+def test_readme_word_problems_pipeline():
+    """'RL from an SFT model on word problems ... gains nothing there: the SFT model scores 0.910 on 200 problems,
+    72% of GRPO's groups carry no reward difference, and no final model beats it.'"""
+    _says(README.read_text(),
+          "RL from an SFT model on word problems (`reproduce.py word_problems_pipeline`) gains nothing there: the SFT "
+          "model scores 0.910 on 200 problems, 72% of GRPO's groups carry no reward difference, and no final model "
+          "beats it.")
+    t = _wpp("table.csv")
+    assert _is(_num(t.loc["base model (step 0)", "accuracy, 200 problems"]), "0.910")
+    assert _is(_num(_wpp("why.csv").loc["grpo", "zero-var groups"]) * 100, "72")
+    g = _wpp("gains.csv")
+    assert not any((g["separated"] == "yes") & (g["gain [95% interval]"].map(_num) > 0))
+
+
+def test_word_problems_pipeline_what_it_shows():
+    """The section 'RL from the SFT model on word problems': its bullets and its time paragraph, against
+    results/word_problems_pipeline/ (the SFT stage's files have the prefix sft_stage_)."""
+    page = _page("smollm2.md")
+    _says(page,
+          "64 steps of worked answers take the chat model from 0.125 to 0.917 greedy on the 48 curve problems (19 min "
+          "of training)", "that SFT model scores 0.910 on the 200.",
+          "On the 200 problems the final models score 0.850–0.915 (DPO 0.385), and no gain is separated by the paired "
+          "test: continued SFT +0.005 [−0.194, +0.204], GRPO with dynamic sampling −0.003 [−0.039, +0.034]. Two "
+          "losses are: RFT −0.052 [−0.087, −0.018]", "and DPO −0.525, which collapses",
+          "Its samples at temperature 0.7 are right 0.79 of the time at the start, so 67–73% of GRPO's, RLOO's and "
+          "online RFT's groups of 4 have equal rewards. Four wrong answers need four of the 21% wrong samples, so at "
+          "least 0.51 of GRPO's groups are four right answers", "No answer is cut at 128 tokens.",
+          "trains on about 18 groups with a reward difference.",
+          "`grpo@ds` draws 14.6 prompts a step for its 4 groups (0.75 of the drawn groups have equal rewards; 0.21 of "
+          "those it trains on", "generates 3.7× GRPO's tokens (42,559 against 11,626) and trains 2.2× as long (818 s "
+          "against 379 s; 51.1 s a step, 36.0 s of it generating)",
+          "(0.907 ± 0.032 on the 200, the narrowest interval of the table), and it beats RFT (+0.050 [+0.010, +0.090]).",
+          "During training GRPO's samples go from 0.79 to 0.84 right and online RFT's to 0.85",
+          "**Two seeds detect differences of 0.222** (median over pairs); 8 seeds or 800 problems would halve that.",
+          "the eight methods' 16 cells 289–1,237 s of training each (PPO's the longest, 77.3 s a step against GRPO's "
+          "23.7 s)")
+    stage = _wpp("sft_stage_table.csv")
+    assert _is(_num(stage.loc["base model (step 0)", "accuracy"]), "0.125") and _is(_num(stage.loc["sft", "accuracy"]),
+                                                                                    "0.917")
+    assert _is(_num(stage.loc["sft", "train time (s)"]) / 60, "19")
+    t = _wpp("table.csv")
+    wide = {m: _pm(t.loc[m, "accuracy, 200 problems"]) for m in t.index if m != "base model (step 0)"}
+    assert _span([v[0] for m, v in wide.items() if m != "dpo"], "0.850", "0.915") and _is(wide["dpo"][0], "0.385")
+    assert _is(wide["grpo@ds"][0], "0.907") and _is(wide["grpo@ds"][1], "0.032")
+    assert min(wide, key=lambda m: wide[m][1]) == "grpo@ds"
+    g = _wpp("gains.csv")["gain [95% interval]"]
+    assert g["sft"] == "+0.005 [-0.194, +0.204]" and g["grpo@ds"] == "-0.003 [-0.039, +0.034]"
+    assert g["rft"] == "-0.052 [-0.087, -0.018]" and _is(_num(g["dpo"]), "−0.525")
+    sep = _wpp("gains.csv")["separated"]
+    assert sorted(sep[sep == "yes"].index) == ["dpo", "rft"]
+    w = _wpp("why.csv")
+    group = ["grpo", "rloo", "online_rft"]
+    assert all(_is(_arrow(w.loc[m, "sampled acc"])[0], "0.79") for m in group + ["ppo"])
+    zero = {m: _num(w.loc[m, "zero-var groups"]) for m in group}
+    assert _span(zero.values(), "0.67", "0.73")
+    start = _arrow(w.loc["grpo", "sampled acc"])[0]
+    # a group of four wrong answers holds four wrong samples: its share is at most the wrong samples' share 1 − 0.79
+    assert _is(1 - start, "0.21") and _is(zero["grpo"] - (1 - start), "0.51")
+    assert _is((1 - zero["grpo"]) * 4 * 16, "18")  # groups with a reward difference over 16 steps of 4
+    assert all(_arrow(w.loc[m, "truncated"]) == [0.0, 0.0] for m in group + ["ppo", "grpo@ds"])
+    ds = w.loc["grpo@ds", "zero-var groups"]
+    assert ds == "0.75 (0.21 trained)" and _is(_num(w.loc["grpo@ds", "prompts / step"]), "14.6")
+    assert _arrow(w.loc["grpo", "sampled acc"]) == [0.79, 0.84] and _arrow(w.loc["online_rft", "sampled acc"])[1] == 0.85
+    tok = {m: _pm(t.loc[m, "generated tokens"])[0] for m in ("grpo", "grpo@ds")}
+    assert _is(tok["grpo@ds"], "42,559") and _is(tok["grpo"], "11,626") and _is(tok["grpo@ds"] / tok["grpo"], "3.7")
+    sec = {m: _pm(t.loc[m, "train time (s)"])[0] for m in t.index if m != "base model (step 0)"}
+    assert _is(sec["grpo@ds"], "818") and _is(sec["grpo"], "379") and _is(sec["grpo@ds"] / sec["grpo"], "2.2")
+    assert _span(sec.values(), "289", "1,237") and max(sec, key=sec.get) == "ppo"
+    tm = _wpp("time.csv")
+    assert _is(_num(tm.loc["grpo@ds", "s / step"]), "51.1") and _is(_num(tm.loc["grpo@ds", "generate"]), "36.0")
+    assert _is(_num(tm.loc["ppo", "s / step"]), "77.3") and _is(_num(tm.loc["grpo", "s / step"]), "23.7")
+    pairs = _csv("word_problems_pipeline/pairs.csv").set_index(["comparison", "metric"])
+    assert pairs.loc[("rft − grpo@ds", "greedy"), "Δ [95% interval]"] == "-0.050 [-0.090, -0.010]"
+    d = _csv("word_problems_pipeline/design.csv").set_index("metric")
+    assert d.loc["greedy", "detectable difference (median over pairs)"] == "0.222"
+    assert d.loc["greedy", "seeds to halve it"] == "8" and d.loc["greedy", "problems to halve it"] == "800"
