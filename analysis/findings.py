@@ -71,7 +71,7 @@ def gain_table(runs: Runs) -> pd.DataFrame:
         return pd.DataFrame()
     frame, metrics, _, k = runs.outcomes()[0]
     both = pd.concat([frame, base], ignore_index=True)
-    rows = [paired.paired_difference(both, m, runs.base_label, metric) | {"k": k}
+    rows = [paired.paired_difference(both, m, runs.base_label, metric) | {"k": k, "base_mean": base[metric].mean()}
             for m in runs.methods if m in set(frame["method"]) for metric in metrics if base[metric].notna().all()]
     return pd.DataFrame(rows)
 
@@ -89,8 +89,7 @@ def gain_line(runs: Runs, gains: pd.DataFrame, metric: str = "greedy") -> list[s
     g = gains[gains["metric"] == metric] if len(gains) else gains
     if g.empty:
         return []
-    base = runs.base_outcomes()
-    level = base[metric].mean()
+    level = g["base_mean"].iloc[0]
     parts = [f"{r['a']} {r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}], "
              f"{'separated' if r['separated'] else 'not separated'}" for _, r in g.iterrows()]
     return [f"Over the {runs.base_label} ({level:.3f} {metric_name(metric, g['k'].iloc[0])}; {_design(g)}): "
@@ -175,7 +174,7 @@ def claim_lines(runs: Runs, table: pd.DataFrame) -> list[str]:
             for (claim, comp), parts in by_claim.items()]
 
 
-def sentences(runs: Runs, table: pd.DataFrame | None = None) -> list[str]:
+def sentences(runs: Runs, table: pd.DataFrame | None = None, gains: pd.DataFrame | None = None) -> list[str]:
     """What the comparison found, one finding a line: per metric the ranking, how many pairs are separated and which
     (greedy in full), the §5.2 orderings, what the design can detect, and what pairing bought."""
     table = tests(runs)[0] if table is None else table
@@ -201,10 +200,10 @@ def sentences(runs: Runs, table: pd.DataFrame | None = None) -> list[str]:
     ratio = table["se"] / table["unpaired_se"]
     lines.append(f"Pairing by problem and seed gave standard errors {ratio.min():.2f}–{ratio.max():.2f} times the "
                  f"unpaired ones (median {ratio.median():.2f}).")
-    return lines + gain_line(runs, gain_table(runs))
+    return lines + gain_line(runs, gain_table(runs) if gains is None else gains)
 
 
-def headline(runs: Runs, table: pd.DataFrame) -> list[str]:
+def headline(runs: Runs, table: pd.DataFrame, gains: pd.DataFrame | None = None) -> list[str]:
     """The short form (the README's): greedy's ranking and separated pairs, the §5.2 orderings on greedy, the
     design's detectable greedy difference."""
     g = table[table["metric"] == "greedy"]
@@ -212,7 +211,7 @@ def headline(runs: Runs, table: pd.DataFrame) -> list[str]:
         return []
     lines = [f"Greedy accuracy ({_design(g)}): {int(g['separated'].sum())} of {_count(len(g), 'pair')} separated by "
              f"the paired test: {_pairs_text(g) or 'none'}."]
-    lines += [c for c in claim_lines(runs, g)] + gain_line(runs, gain_table(runs))
+    lines += [c for c in claim_lines(runs, g)] + gain_line(runs, gain_table(runs) if gains is None else gains)
     d = next((d for d in design_rows(runs, g) if d["metric"] == "greedy"), None)
     if d:
         lines.append(f"Differences below {d['detectable difference (median over pairs)']} go undetected by this design "
@@ -233,13 +232,13 @@ def write(runs: Runs, folder, prefix: str = "") -> list[str]:
     if claims:
         pd.DataFrame(claims).to_csv(folder / f"{prefix}findings.csv", index=False)
     pd.DataFrame(design_rows(runs, table)).to_csv(folder / f"{prefix}design.csv", index=False)
-    gains = gain_rows(runs)
-    if gains:
-        pd.DataFrame(gains).to_csv(folder / f"{prefix}gains.csv", index=False)
-    lines = sentences(runs, table)
+    gains = gain_table(runs)  # once: it reads every per-problem file
+    if len(gains):
+        pd.DataFrame(gain_rows(runs, gains)).to_csv(folder / f"{prefix}gains.csv", index=False)
+    lines = sentences(runs, table, gains)
     note = f"\n<sub>Outcomes: {'; '.join(sources)}.</sub>\n"
     (folder / f"{prefix}findings.md").write_text("".join(f"- {s}\n" for s in lines) + note)
-    (folder / f"{prefix}headline.md").write_text("".join(f"- {s}\n" for s in headline(runs, table)) + note)
+    (folder / f"{prefix}headline.md").write_text("".join(f"- {s}\n" for s in headline(runs, table, gains)) + note)
     return lines
 
 

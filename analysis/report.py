@@ -88,7 +88,7 @@ def summary_rows(runs: Runs) -> list[dict]:
     if len(start):  # every run of a seed evaluates the same base with the same draws: one row per seed
         base = start.groupby("seed").mean(numeric_only=True)
         again = runs.base_outcomes() if wide else None  # the base re-scored (gcframe.evaluate --base): one model
-        base_wide = f"{again[again['seed'] == again['seed'].iloc[0]]['greedy'].mean():.3f}" if again is not None else "–"
+        base_wide = f"{again['greedy'].mean():.3f}" if again is not None else "–"  # the same rows in every seed
         out.append({"method": f"{runs.base_label} (step 0)", "seeds": str(len(base)),
                     "accuracy": _mean(base, "eval_accuracy"), **({wide: base_wide} if wide else {}),
                     **sampled(base, "0"),

@@ -9,11 +9,11 @@ Each model's per-problem outcomes go to RUN/rescored/<model>-n<N>-k<K>.jsonl (th
 `gcframe.evaluate.problems`), written whole when the model is done. Resumable: the same command again skips what is
 written. With --base, the model the runs started from (the pretrained model, the SFT base of stage 1, or the model
 given as --model) is scored once, to OUT/rescored/base-n<N>-k<K>.jsonl: the report then tests each method's gain
-over it with the same paired test (`analysis.findings`, gains.csv). Parallel: start it in two shells (one thread each): the processes split the models by claim files
-(RUN/rescored/<name>.claim), as compare.py splits its cells. The evaluation draws from its own seeded generator
-(`eval_seed`: the run's seed and the model's step), so a model scored twice gives the same rows, and every method of
-a seed draws the same random numbers. The report (`python -m analysis.report OUT`) then pairs the methods on these
-problems (analysis.paired).
+over it with the same paired test (`analysis.findings`, gains.csv). Parallel: start it in two shells (one thread
+each): the processes split the models by claim files (RUN/rescored/<name>.claim), as compare.py splits its cells.
+The evaluation draws from its own seeded generator (`eval_seed`: the run's seed and the model's step), so a model
+scored twice gives the same rows, and every method of a seed draws the same random numbers. The report (`python -m
+analysis.report OUT`) then pairs the methods on these problems (analysis.paired).
 """
 from __future__ import annotations
 
