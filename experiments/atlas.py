@@ -47,6 +47,7 @@ from experiments.lab_common import add_out_args, finish, fresh_out  # noqa: E402
 from gcframe.batch import Batch, pad_right  # noqa: E402
 from gcframe.engine import token_logprobs, weighted_mle_loss  # noqa: E402
 from gcframe.errors import cli_entry  # noqa: E402
+from gcframe.tracking import threads  # noqa: E402
 from gcframe.rewards import score  # noqa: E402
 from gcframe.sampling import encode_prompts  # noqa: E402
 
@@ -355,7 +356,9 @@ def main(argv=None) -> int:
     p.add_argument("--methods-from", action="append", metavar="FILE.py", help="import your own method(s) first")
     p.add_argument("--methods", default=None, help="comma-separated method names (default: every registered one)")
     add_out_args(p, "atlas")
+    threads.add_flag(p)
     args = p.parse_args(argv)
+    threads.setup(args.threads)
     if args.methods_from:
         plugins.load([str(Path(f).expanduser().resolve()) for f in args.methods_from])
     out = fresh_out(args.out, "atlas", args.overwrite)

@@ -35,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
 from gcframe.errors import UserError, cli_entry  # noqa: E402
+from gcframe.tracking import threads  # noqa: E402
 
 from experiments.compare_config import (  # noqa: E402  (the configuration's layers; tests and sweeps import them here)
     DEFAULT_CONFIG, QUICK, QUICK_STAGE1_TOKENS, build_config, method_names, quick_line, quick_stage1, run_config,
@@ -73,6 +74,7 @@ def parse_args(argv=None):
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--resume", metavar="OUT", help="continue the killed comparison in OUT with OUT/config.yaml: "
                    "finished runs are kept, the interrupted one continues from its latest checkpoint")
+    threads.add_flag(p)
     return p.parse_args(argv)
 
 
@@ -222,6 +224,8 @@ def _main(args, where: dict) -> int:
     if not args.resume:
         args.out = args.out or f"runs/compare-{time.strftime('%Y%m%d-%H%M%S')}"
         check_out(Path(args.out), args.overwrite)  # before a model is converted or a base trained
+    # torch's threads for this machine's load (a resume keeps the count its folder was started with)
+    threads.setup(args.threads, Path(args.resume) / "env.json" if args.resume else None)
 
     from gcframe import pipeline
     from gcframe.rewards import functions as reward_funcs

@@ -40,6 +40,7 @@ from gcframe import estimators as est
 from gcframe.batch import Batch, pad_left  # noqa: E402
 from gcframe.engine import Normaliser, position_ids, token_logprobs
 from gcframe.errors import cli_entry
+from gcframe.tracking import threads
 from gcframe.modeling import load_model_and_tokenizer
 from gcframe.sampling import GenerationConfig, Generator, encode_prompts
 
@@ -320,7 +321,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="Measure gradient and KL estimators exactly (the estimator lab).")
     p.add_argument("--quick", action="store_true", help="fewer prompts, a shorter drift run (about 2 minutes)")
     add_out_args(p, "estimators")
+    threads.add_flag(p)
     args = p.parse_args(argv)
+    threads.setup(args.threads)
     out = fresh_out(args.out, "estimators", args.overwrite)
     info = run(out, args.quick)
     print(f"estimator lab: {out} ({info['time_s']['total']} s)")

@@ -35,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
 from gcframe.errors import UserError, cli_entry  # noqa: E402
+from gcframe.tracking import threads  # noqa: E402
 from gcframe.tracking import claims  # noqa: E402
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "sweep_5_2.yaml"
@@ -51,6 +52,7 @@ def parse_args(argv=None):
     p.add_argument("--seeds", help="comma-separated seeds to run (default: the config's); to run in parallel, "
                    "start the same command twice instead: the processes split the cells")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    threads.add_flag(p)
     return p.parse_args(argv)
 
 
@@ -290,6 +292,7 @@ def main(argv=None) -> int:
     from gcframe.trainer import make_accelerator
 
     out = Path(args.out or ("runs/sweep_5_2-quick" if args.quick else "runs/sweep_5_2"))
+    threads.setup(args.threads, out / "env.json")  # a sweep continued keeps the count OUT/env.json records
     out.mkdir(parents=True, exist_ok=True)
     old = out / "sweep.yaml"
     if old.exists():

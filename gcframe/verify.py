@@ -296,11 +296,16 @@ def main(argv=None) -> int:
     from gcframe import pipeline
     from methods import REGISTRY
 
-    p = argparse.ArgumentParser(description="Check ∇(−GC·log π) = ∇(textbook loss) for every method.")
+    from gcframe.tracking import threads
+
+    p = argparse.ArgumentParser(prog="python -m gcframe.verify",
+                                description="Check ∇(−GC·log π) = ∇(textbook loss) for every method.")
     p.add_argument("--methods", help="comma-separated names (default: all registered)")
     p.add_argument("--methods-from", action="append", metavar="FILE.py", help="import your own method(s) and their "
                    "@textbook losses from this file first (gcframe.plugins)")
+    threads.add_flag(p)
     args = p.parse_args(argv)
+    threads.setup(args.threads)
     if args.methods_from:
         from gcframe.plugins import load
 

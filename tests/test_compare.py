@@ -65,6 +65,14 @@ def test_quick_sft_layout(quick_sft):
     assert list(summary["method"]) == ["sft"] and 0.0 <= summary["final_accuracy"][0] <= 1.0
 
 
+def test_quick_run_prints_and_records_its_threads(quick_sft):
+    """The thread count (gcframe.tracking.threads) is the run's first line and is in env.json with its reason."""
+    out, res = quick_sft
+    assert res.stdout.splitlines()[0].startswith("threads: "), res.stdout[:500]
+    env = json.loads((out / "env.json").read_text())
+    assert env["threads_choice"]["threads"] == env["threads"] >= 1
+
+
 def test_existing_out_is_not_overwritten(quick_sft):
     out, _ = quick_sft
     before = (out / "summary.csv").read_bytes()

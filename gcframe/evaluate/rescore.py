@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from gcframe.errors import UserError, cli_entry
+from gcframe.tracking import threads
 
 RUN_KEYS = ("method", "models")  # what a run's config.yaml holds beside the RunConfig sections
 
@@ -118,7 +119,7 @@ def score(model, tok, cfg, task, rows: list[dict], k: int, seed: int, step: int,
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m gcframe.evaluate", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("path", help="a compare.py output folder, or one run folder (OUT/<method>/seed<k>)")
     p.add_argument("--problems", type=int, metavar="N", help="held-out problems to score (default: the runs' "
@@ -128,6 +129,7 @@ def parse_args(argv=None):
     p.add_argument("--base", action="store_true", help="also score the model the runs started from (once, into "
                    "OUT/rescored/), for each method's gain over it")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    threads.add_flag(p)
     return p.parse_args(argv)
 
 
@@ -137,8 +139,11 @@ def main(argv=None) -> int:
     path = Path(args.path)
     if not path.is_dir():
         raise UserError(f"'{path}' is not a folder: give a compare.py output folder or a run folder")
-    if args.k < 0 or (args.problems is not None and args.problems < 1):
-        raise UserError("--problems must be >= 1 and --k >= 0")
+    if args.problems is not None and args.problems < 1:
+        raise UserError(f"--problems {args.problems}: give at least 1 held-out problem (or leave it out for the "
+                        "runs' train.eval_size)")
+    if args.k < 0:
+        raise UserError(f"--k {args.k}: give 0 (greedy only) or more samples per problem")
     runs = find_runs(path)
     configs = [run_config(r) for r in runs]
     steps = [((c.get("train") or {}).get("steps") or 0) for c in configs]
@@ -147,6 +152,7 @@ def main(argv=None) -> int:
         raise UserError(f"no final models under '{path}': expected {path}/<method>/seed<k>/final (a finished "
                         "compare.py run)" + ("" if args.checkpoints else " or, with --checkpoints, kept checkpoints"))
     check_same_task(runs, configs)
+    threads.setup(args.threads)  # torch's threads for this machine's load, printed first
     if args.base:  # the runs share their base (check_same_task): one model, scored at step 0 with the first seed
         work.append((path, configs[0], "base", 0, None))
     return _rescore(args, path, work)

@@ -7,4 +7,5 @@
     claims       processes that share an output folder split its cells by O_EXCL claim files
     memory       peak resident memory, per run
     env          env.json: the software, machine and commit that made a result
+    threads      torch's thread count for this machine's load, one rule for every entry point
 """

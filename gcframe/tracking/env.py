@@ -59,6 +59,8 @@ def collect(argv: list[str] | None = None) -> dict:
     """The environment of this process, as a JSON-ready dict."""
     import torch
 
+    from gcframe.tracking import threads
+
     cfg = torch.__config__.show()
     blas, lapack = (m.group(1) if (m := re.search(rf"\b{key}=([^,\s]+)", cfg)) else None
                     for key in ("BLAS_INFO", "LAPACK_INFO"))
@@ -71,6 +73,7 @@ def collect(argv: list[str] | None = None) -> dict:
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "threads": torch.get_num_threads(),
+        "threads_choice": threads.CHOSEN.to_dict() if threads.CHOSEN else None,  # why that many (tracking.threads)
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "platform": platform.platform(),
         **git_state(),
