@@ -170,3 +170,15 @@ def test_bad_input_is_one_line_and_writes_nothing(out, tmp_path, case):
     res = _cli(*args)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and expect in res.stderr, res.stderr
     assert "Traceback" not in res.stderr and _files(target) == before
+
+
+@pytest.mark.parametrize("flag, value, expect, other", [("--problems", "0", "--problems 0: give at least 1", "--k"),
+                                                        ("--k", "-1", "--k -1: give 0 (greedy only)", "--problems")])
+def test_a_bad_count_names_its_own_flag_only(tmp_path, flag, value, expect, other):
+    res = _cli(tmp_path, flag, value)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and expect in res.stderr, res.stderr
+    assert other not in res.stderr
+
+
+def test_help_names_the_command_a_user_types():
+    assert _cli("--help").stdout.startswith("usage: python -m gcframe.evaluate ")
