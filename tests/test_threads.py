@@ -102,3 +102,19 @@ def test_setup_applies_prints_and_env_json_records_it(monkeypatch, tmp_path):
     finally:
         threads.CHOSEN = chosen
         torch.set_num_threads(before)
+
+
+def test_bench_threads_table_puts_the_ratios_side_by_side():
+    """experiments/bench_threads.py's table on made-up medians (the issue's numbers: idle 57 s at 2 threads,
+    85 s at 1; busy 62 s at 1 thread, 736 s at torch's 2)."""
+    from experiments.bench_threads import table
+
+    rows = [{"condition": c, "setting": s, "wall_s": w, "threads": t} for c, s, w, t in
+            [("idle", "auto", 57.0, 2), ("idle", "default", 57.0, 2), ("busy", "auto", 62.0, 1),
+             ("busy", "default", 736.0, 2)]]
+    text, summary = table(rows, 2)
+    r = summary["ratios"]
+    assert r["idle auto / default"] == 1.0 and r["busy auto / default"] == 62 / 736  # 0.084
+    assert round(r["auto busy / idle"], 3) == round(62 / 57, 3) == 1.088 and summary["auto_threads"]["busy"] == [1]
+    assert text.splitlines()[-1] == "must hold: idle auto / default <= 1.05: yes; auto busy / idle <= 1.5: yes"
+    assert text.splitlines()[2].split()[:4] == ["busy", "62.0", "s", "(1)"]
