@@ -10,6 +10,14 @@ Plain lines go to stderr every `PLAIN_EVERY_S` seconds while a phase lasts, and 
     stage 1 (SFT base): 437/500 steps, 20 s
     stage 1 (SFT base): 500/500 steps, 23 s (done)
 
+A loop that ends before its total (a stopping rule, an error) closes with where it stopped, not "(done)":
+
+    stage 1 (SFT base): stopped at 311 of at most 2000 steps, 20 s, loss=0.412, acc=0.41@310
+
+`cap=True` says the total is only a cap that a stopping rule may never reach (stage 1's sft_base.steps with a
+target accuracy or patience): the count is shown as "311 steps (at most 2000)" and a bar gives no estimate of the
+remaining time, which the cap would make up.
+
 A pseudo-terminal may report a size of 0 x 0 (one created without a window size, as some harnesses and
 `pty.openpty` do): isatty() is true, yet tqdm draws nothing at all; such a terminal gets a bar 80 columns wide.
 """
@@ -54,8 +62,8 @@ class PlainProgress:
     either), and a closing line if any was printed. A phase shorter than `every` prints nothing."""
 
     def __init__(self, iterable=None, total=None, desc: str = "", initial: int = 0, unit: str = "step",
-                 every: float | None = None, file=None):
-        self.iterable, self.desc, self.unit = iterable, desc, unit
+                 every: float | None = None, file=None, cap: bool = False):
+        self.iterable, self.desc, self.unit, self.cap = iterable, desc, unit, cap
         self.every = PLAIN_EVERY_S if every is None else every
         if total is None and iterable is not None and hasattr(iterable, "__len__"):
             total = len(iterable) + initial
@@ -73,10 +81,17 @@ class PlainProgress:
 
     def _line(self, done: bool) -> None:
         with self._lock:
-            of = f"/{self.total}" if self.total is not None else ""
-            count = f"{self.n}{of} {self.unit}s, " if self.unit else ""
+            early = done and self.total is not None and self.n < self.total
+            if not self.unit:
+                count = ""
+            elif early:
+                count = f"stopped at {self.n} of {'at most ' if self.cap else ''}{self.total} {self.unit}s, "
+            elif self.cap and self.total is not None and self.n < self.total:
+                count = f"{self.n} {self.unit}s (at most {self.total}), "
+            else:
+                count = f"{self.n}{'' if self.total is None else f'/{self.total}'} {self.unit}s, "
             post = f", {self.postfix}" if self.postfix else ""
-            end = " (done)" if done else ""
+            end = " (done)" if done and not early else ""
             print(f"{self.desc}: {count}{time.monotonic() - self.t0:.0f} s{post}{end}", file=self.file, flush=True)
             self.printed = True
 
@@ -132,15 +147,19 @@ class _Off:
 
 
 def progress(iterable=None, total=None, desc: str = "", initial: int = 0, unit: str = "step", show: bool = True,
-             leave: bool = False):
+             leave: bool = False, cap: bool = False):
     """A tqdm bar on a terminal, PlainProgress lines elsewhere, nothing with show=False (or after --no-progress).
-    unit=None: a phase without countable steps (plain lines give its elapsed time only)."""
+    unit=None: a phase without countable steps (plain lines give its elapsed time only). cap=True: `total` is a
+    cap a stopping rule may end the loop before (no estimate of the remaining time; see the module docstring)."""
     if not (show and ENABLED):
         return _Off(iterable)
     if stderr_is_terminal():
         from tqdm.auto import tqdm
 
         size = {} if terminal_columns(0) else {"ncols": 80, "nrows": 24}  # a 0 x 0 pty: tqdm would draw nothing
+        if cap and total is not None:  # a count, not a bar towards the cap, and no time left estimated from it
+            size["bar_format"] = ("{desc}: {n_fmt} " + (unit or "it") + "s (at most {total_fmt}) "
+                                  "[{elapsed}, {rate_fmt}{postfix}]")
         return tqdm(iterable, total=total, desc=desc, initial=initial, unit=unit or "it", leave=leave, file=sys.stderr,
-                    dynamic_ncols=not size, **size)
-    return PlainProgress(iterable, total=total, desc=desc, initial=initial, unit=unit)
+                    dynamic_ncols=not size.get("ncols"), **size)
+    return PlainProgress(iterable, total=total, desc=desc, initial=initial, unit=unit, cap=cap)
