@@ -57,6 +57,7 @@ def test_the_line_says_how_many_of_how_many_and_what_overrides():
     # an explicit count beside a busy process: 2 + 1.0 > 2 + 0.5, so the line warns
     assert choose(2, 1.0, 2, env="2").line() == ("threads: 2 of 2 cores (set by OMP_NUM_THREADS; load 1.0: 2 "
                                                  "thread(s) oversubscribe the cores, expect slow steps)")
+    assert choose(2, 10.8, 2, env="1").line() == "threads: 1 of 2 cores (set by OMP_NUM_THREADS)"  # none fewer
     assert "as runs/x/env.json records: a resumed run keeps its count" in choose(
         2, 0.0, 2, recorded=(1, "runs/x/env.json")).line()
 

@@ -47,7 +47,7 @@ class Choice:
             return f"threads: {self.threads} of {self.cores} cores ({load}); --threads or OMP_NUM_THREADS overrides"
         by = (f"set by {self.source}" if self.source in ("--threads", "OMP_NUM_THREADS") else
               f"as {self.source} records: a resumed run keeps its count; --threads overrides")
-        crowded = self.threads + self.load > self.cores + 0.5
+        crowded = self.threads > 1 and self.threads + self.load > self.cores + 0.5  # (1 thread is the least)
         warn = f"; {load}: {self.threads} thread(s) oversubscribe the cores, expect slow steps" if crowded else ""
         return f"threads: {self.threads} of {self.cores} cores ({by}{warn})"
 
