@@ -1,6 +1,6 @@
 """The documentation reads: the README stays short (at most 200 lines) and its links resolve; the numbers the docs
 quote from the default config and the code are filled in by the site's hook (docs/hooks/reference.py) when the site
-is built, never retyped; formulas are mathematics (arithmatex + MathJax); the generated option tables keep an
+is built, never retyped; formulas are mathematics (arithmatex + KaTeX, served with the site); the generated option tables keep an
 option's name, type and default whole; the docs extra has the formatter mkdocstrings formats signatures with.
 
 `mkdocs build --strict` itself runs in .ci/run; these tests run the hook on the pages directly (seconds, no site)."""
@@ -78,7 +78,8 @@ def test_placeholders_read_the_default_config_the_built_in_defaults_and_the_code
 
 def test_getting_started_quotes_the_default_configs_demonstrations_and_stage1_steps(hook):
     raw_page = (DOCS / "getting-started.md").read_text()
-    assert not re.search(r"\d[\d,]* demonstrations", raw_page), "write {{ config.task.n_demos }}, not the number"
+    assert "<!-- gcframe:value config.task.n_demos -->" in raw_page and not re.search(r"\d[\d,]* demonstrations",
+                                                                                       raw_page), "a value marker"
     page = render(hook, raw_page, "getting-started.md")
     raw = default_yaml()
     assert f"{raw['task']['n_demos']:,} demonstrations" in page
@@ -98,13 +99,34 @@ def test_every_page_fills_its_placeholders_and_markers_without_a_warning(hook, c
     assert [r.getMessage() for r in caplog.records] == []
 
 
-@pytest.mark.parametrize("placeholder", ["{{ config.task.no_such_option }}", "{{ nowhere.task.n_demos }}",
-                                         "{{ config.task }}", "{{ py.gcframe.tracking.health.NO_SUCH }}"])
-def test_a_placeholder_that_names_nothing_usable_fails_the_strict_build(hook, caplog, placeholder):
+@pytest.mark.parametrize("name", ["config.task.no_such_option", "nowhere.task.n_demos", "config.task",
+                                  "py.gcframe.tracking.health.NO_SUCH"])
+def test_a_marker_that_names_nothing_usable_fails_the_strict_build(hook, caplog, name):
     with caplog.at_level(logging.WARNING, logger="mkdocs.hooks.gcframe"):
-        out = render(hook, f"trained on {placeholder} demonstrations", "guide.md")
-    assert placeholder in out  # left as written, and a warning, which `mkdocs build --strict` turns into a failure
-    assert any("guide.md: placeholder" in r.getMessage() for r in caplog.records)
+        out = render(hook, f"trained on <!-- gcframe:value {name} -->1,000<!-- /value --> demonstrations", "guide.md")
+    assert out == "trained on 1,000 demonstrations"  # the written number, and a warning, which `mkdocs build --strict`
+    assert any(f"guide.md: value marker '{name}' names nothing" in r.getMessage() for r in caplog.records)  # fails
+
+
+def test_a_page_read_as_markdown_shows_the_number_and_the_build_checks_it(hook, caplog):
+    """A code host shows the Markdown with HTML comments hidden: the number written between the markers. The build
+    writes the code's number and warns (a --strict failure) when the written one is stale or a raw {{ }} is left;
+    `python docs/hooks/reference.py` (hook.rewrite) writes them."""
+    n = f"{default_yaml()['task']['n_demos']:,}"
+    good = f"on <!-- gcframe:value config.task.n_demos -->{n}<!-- /value --> demonstrations"
+    shown = re.sub(r"<!--.*?-->", "", good)  # what a code host renders
+    assert shown == f"on {n} demonstrations"
+    stale, raw = good.replace(f"-->{n}<", "-->7<"), "on {{ config.task.n_demos }} demonstrations"
+    with caplog.at_level(logging.WARNING, logger="mkdocs.hooks.gcframe"):
+        assert render(hook, good) == shown
+        assert not caplog.records
+        assert render(hook, stale) == shown and render(hook, raw) == shown  # the site has the code's number
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and f"'7' is written for config.task.n_demos, which is now '{n}'" in said[0]
+    assert "placeholder '{{ config.task.n_demos }}' shows as written" in said[1]
+    assert hook.rewrite(stale) == hook.rewrite(raw) == hook.rewrite(good) == good
+    pct = "<!-- gcframe:value py.gcframe.tracking.health.THRESHOLDS.truncated_frac:.0% -->"
+    assert hook.rewrite(f"{pct}0%<!-- /value -->").startswith(pct) and render(hook, f"{pct}x<!-- /value -->") != "x"
 
 
 # -- formulas as mathematics --------------------------------------------------------------------------------------
@@ -112,9 +134,14 @@ def test_the_site_renders_formulas_as_mathematics():
     cfg = mkdocs_yml()
     ext = [e for e in cfg["markdown_extensions"] if isinstance(e, dict) and "pymdownx.arithmatex" in e]
     assert ext and ext[0]["pymdownx.arithmatex"]["generic"] is True
-    scripts = cfg["extra_javascript"]
-    assert any("mathjax" in s and s.startswith("https://") for s in scripts), "MathJax, loaded by the browser"
-    assert all((DOCS / s).is_file() for s in scripts if not s.startswith("https://"))
+    scripts, sheets = cfg["extra_javascript"], cfg["extra_css"]
+    assert "vendor/katex/katex.min.js" in scripts and "vendor/katex/katex.min.css" in sheets
+    # served with the site: an offline reader sees mathematics, not raw LaTeX; nothing comes from the network
+    assert all((DOCS / s).is_file() for s in scripts + sheets), "every script and stylesheet is a file of docs/"
+    css = (DOCS / "vendor" / "katex" / "katex.min.css").read_text()
+    fonts = re.findall(r"url\((fonts/[\w-]+\.woff2)\)", css)
+    assert len(fonts) >= 20 and all((DOCS / "vendor" / "katex" / f).is_file() for f in fonts)
+    assert "MIT License" in (DOCS / "vendor" / "katex" / "LICENSE").read_text()
 
 
 def test_the_idea_and_every_method_page_state_their_formula_as_mathematics():

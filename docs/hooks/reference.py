@@ -14,25 +14,32 @@ Three markers, each on a line of its own in a page's Markdown:
 The types and defaults come from `dataclasses.fields` of the imported class, the docstrings from the source (the
 string literal under each field, as mkdocstrings reads them).
 
-Numbers that the prose quotes from the code or the default config are placeholders, filled in when the site is
-built, so that a page cannot go on quoting a value the code no longer has:
+Numbers that the prose quotes from the code or the default config are written between value markers, which name
+where the number comes from; a code host shows the page's Markdown with the number alone (the markers are HTML
+comments), and the site's build writes what the code gives now:
 
-    {{ config.task.n_demos }}        what `python experiments/compare.py` runs: the built-in defaults under
+    <!-- gcframe:value config.task.n_demos -->1,000<!-- /value -->
+
+A written number that the code no longer gives makes the build warn, and so fail under `--strict`: rewrite every
+page's numbers with `python docs/hooks/reference.py` (it also turns a `{{ config.task.n_demos }}` placeholder,
+which the build fills but warns about, into a marker). What a marker can name:
+
+    config.task.n_demos              what `python experiments/compare.py` runs: the built-in defaults under
                                      experiments/configs/default.yaml (its `run:` section aside)
-    {{ builtin.train.checkpoint_every }}
+    builtin.train.checkpoint_every
                                      a built-in default (gcframe.config.RunConfig), what a config that leaves the
                                      option unset gets
-    {{ tiny_llama.parameters }}      the parameter count of the default config's tiny Llama, e.g. 1.06M
+    tiny_llama.parameters            the parameter count of the default config's tiny Llama, e.g. 1.06M
                                      (`tiny_llama.float32_mb`: its weights' size in float32, MB)
-    {{ py.gcframe.tracking.health.WINDOW }}
+    py.gcframe.tracking.health.WINDOW
                                      any module-level value, attributes and mapping keys followed by dots
 
-An optional Python format spec follows a colon: `{{ py.gcframe.tracking.health.THRESHOLDS.truncated_frac:.0% }}`
-gives 25%. Without one an integer is written with thousands separators (1,000), a switch as true/false.
+An optional Python format spec follows a colon: `py.gcframe.tracking.health.THRESHOLDS.truncated_frac:.0%` gives
+25%. Without one an integer is written with thousands separators (1,000), a switch as true/false.
 
 The build warns, and so fails under `--strict`, when a field has no docstring, a method has no `coefficients`
-docstring, a marker or placeholder names something that does not exist, or a file in methods/ has no page in
-docs/methods/.
+docstring, a marker names something that does not exist, a written number is not the code's, a raw placeholder is
+left, or a file in methods/ has no page in docs/methods/.
 """
 from __future__ import annotations
 
@@ -50,7 +57,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 log = logging.getLogger("mkdocs.hooks.gcframe")
 MARKER = re.compile(r"^<!-- gcframe:(config|method|fields) ([\w.]+)(?: ([\w.]+))? -->$", re.M)
-VALUE = re.compile(r"\{\{ *(\w+)\.([\w.]+)(?::([^}]*?))? *\}\}")
+VALUE = re.compile(r"\{\{ *(\w+)\.([\w.]+)(?::([^}]*?))? *\}\}")  # a raw placeholder: shown as written on a code host
+WRITTEN = re.compile(r"<!-- gcframe:value (\w+)\.([\w.]+?)(?::([^>]*?))? -->(.*?)<!-- /value -->", re.S)
+"""A value marker with the number written between its two comments."""
 NOT_METHODS = {"__init__", "base"}
 DEFAULT_CONFIG = ROOT / "experiments" / "configs" / "default.yaml"
 _sources: dict[str, object] = {}  # the objects placeholders read, built once per build
@@ -85,15 +94,37 @@ def on_page_markdown(markdown, page, config, files, **kwargs):
 
     from gcframe.errors import UserError  # a default.yaml that does not load
 
-    def value(m: re.Match) -> str:
+    def value(m: re.Match, written: str | None = None) -> str:
         try:
-            return fill(*m.groups())
+            now = fill(*m.groups()[:3])
         except (ImportError, AttributeError, KeyError, TypeError, ValueError, UserError) as e:
-            log.warning(f"{page.file.src_uri}: placeholder '{m.group(0)}' names nothing usable "
-                        f"({type(e).__name__}: {e})")
-            return m.group(0)
+            what = f"placeholder '{m.group(0)}'" if written is None else f"value marker '{key(*m.groups()[:3])}'"
+            log.warning(f"{page.file.src_uri}: {what} names nothing usable ({type(e).__name__}: {e})")
+            return m.group(0) if written is None else written
+        if written is None:
+            log.warning(f"{page.file.src_uri}: placeholder '{m.group(0)}' shows as written where the Markdown is read "
+                        "(a code host): run `python docs/hooks/reference.py` to write it as a value marker")
+        elif written != now:
+            log.warning(f"{page.file.src_uri}: '{written}' is written for {key(*m.groups()[:3])}, which is now "
+                        f"'{now}': run `python docs/hooks/reference.py` to rewrite the pages' numbers")
+        return now
 
-    return VALUE.sub(value, MARKER.sub(render, markdown))
+    markdown = WRITTEN.sub(lambda m: value(m, m.group(4)), MARKER.sub(render, markdown))
+    return VALUE.sub(value, markdown)
+
+
+def key(name: str, path: str, spec: str | None) -> str:
+    """What a value marker names: 'config.task.n_demos' or, with a format spec, 'py.X.Y:.0%'."""
+    return f"{name}.{path}" + (f":{spec}" if spec else "")
+
+
+def rewrite(markdown: str) -> str:
+    """The page's Markdown with every value marker's number set to what the code gives now, and every raw
+    placeholder turned into a value marker (the source of the numbers a code host shows)."""
+    def marker(m: re.Match) -> str:
+        return f"<!-- gcframe:value {key(*m.groups()[:3])} -->{fill(*m.groups()[:3])}<!-- /value -->"
+
+    return WRITTEN.sub(marker, VALUE.sub(marker, markdown))
 
 
 def fields_table(dotted: str) -> str:
@@ -156,7 +187,8 @@ def source(name: str):
             from gcframe.config import from_dict, load_yaml
 
             raw = load_yaml(DEFAULT_CONFIG)
-            raw.pop("run", None)  # compare.py's own section: which methods and seeds
+            for own in ("run", "tune"):  # compare.py's own sections: which methods and seeds, the rate tuning
+                raw.pop(own, None)
             _sources[name] = from_dict(raw)
         elif name == "builtin":
             from gcframe.config import RunConfig
@@ -269,3 +301,22 @@ def method_section(name: str) -> str:
              + ("" if own else "The method has no options of its own, only the base class's.")), "",
             config_table(f"{cls.Config.__module__}.{cls.Config.__qualname__}", f"methods.{cls.name}")]
     return "\n".join(out)
+
+
+def main() -> int:
+    """Rewrite the numbers of every page under docs/ (value markers, raw placeholders) from the code and the
+    default config; prints the pages it changed."""
+    on_config({})
+    changed = []
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        text = path.read_text()
+        new = rewrite(text)
+        if new != text:
+            path.write_text(new)
+            changed.append(str(path.relative_to(ROOT)))
+    print("numbers rewritten in " + (", ".join(changed) if changed else "no page (every one was current)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
