@@ -240,11 +240,12 @@ def reproduce(name: str, args) -> Path | None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.list:
+        width = max(map(len, RECIPES)) + 1  # the longest name, then a space: every description in one column
         for name, r in RECIPES.items():
             what = " ".join(r.command)
             if r.kind == "compare":
                 what = " ".join([f"compare.py --config experiments/configs/{r.config}", *r.args]) + f", seeds {r.seeds}"
-            print(f"{name:<17} {r.doc}\n{'':<17} {what}")
+            print(f"{name:<{width}} {r.doc}\n{'':<{width}} {what}")
         return 0
     names = chosen(args)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
