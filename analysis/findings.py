@@ -244,7 +244,7 @@ def write(runs: Runs, folder, prefix: str = "") -> list[str]:
 
 @cli_entry
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m analysis.findings", description=__doc__.split("\n")[0])
     p.add_argument("out", help="the output folder of experiments/compare.py")
     args = p.parse_args(argv)
     print("\n".join(sentences(Runs(args.out))))

@@ -153,7 +153,7 @@ def budget_line(budget: dict) -> str:
 
 @cli_entry
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m analysis.matched", description=__doc__.split("\n")[0])
     p.add_argument("out", help="a compare.py output folder")
     p.add_argument("--target", type=float, help="the accuracy a* (default: base + half the best mean gain)")
     args = p.parse_args(argv)

@@ -170,7 +170,7 @@ def provenance(commits: dict[str, str]) -> list[str]:
 
 @cli_entry
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m analysis.results", description=__doc__.split("\n")[0])
     p.add_argument("--check", action="store_true", help="report tables that differ from their CSV; exit 1 if any")
     p.add_argument("--results", default=str(ROOT / "results"), help="the results folder")
     args = p.parse_args(argv)

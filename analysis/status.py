@@ -71,7 +71,7 @@ def estimate(rows: list[dict]) -> tuple[float, int]:
 
 @cli_entry
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m analysis.status", description=__doc__.split("\n")[0])
     p.add_argument("out", help="the run folder (compare.py --out, or runs/reproduce/<name>)")
     args = p.parse_args(argv)
     out = Path(args.out)

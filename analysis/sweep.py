@@ -399,7 +399,7 @@ def write(out: Path, figure: Path | None = None, csv: Path | None = None) -> Pat
 
 @cli_entry
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m analysis.sweep", description=__doc__.split("\n")[0])
     p.add_argument("out", help="the output folder of experiments/sweep_5_2.py")
     p.add_argument("--figure", help="also copy the map (PNG) here")
     p.add_argument("--csv", help="also copy the summary table (CSV) here")

@@ -106,7 +106,7 @@ def why_rows(runs) -> list[dict]:
 
 @cli_entry
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m analysis.why", description=__doc__.split("\n")[0])
     p.add_argument("out", help="a compare.py output folder")
     args = p.parse_args(argv)
     print(markdown_table(why_rows(Runs(args.out))))

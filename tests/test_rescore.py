@@ -179,6 +179,3 @@ def test_a_bad_count_names_its_own_flag_only(tmp_path, flag, value, expect, othe
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and expect in res.stderr, res.stderr
     assert other not in res.stderr
 
-
-def test_help_names_the_command_a_user_types():
-    assert _cli("--help").stdout.startswith("usage: python -m gcframe.evaluate ")
