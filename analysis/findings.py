@@ -2,14 +2,18 @@
 as data: every sentence the report, the README or a result page states about which method beats which is rendered
 from these tables.
 
-    pairs.csv      every pair of methods × metric: Δ, 95% interval over seeds and problems, P(A > B), separated,
-                   and how much pairing by problem narrowed the interval (paired SE / unpaired SE)
+    pairs.csv      every pair of methods × metric: Δ, 95% interval over seeds and problems, P(A > B) (left out at
+                   one seed, where it is 0 or 1), separated, and how much pairing by problem narrowed the interval
+                   (paired SE / unpaired SE)
     findings.csv   DeepSeekMath §5.2's orderings, each decided by the paired test: holds, reversed, not separated
     gains.csv      each method against the model the runs started from, where it was re-scored on the same problems
                    (`python -m gcframe.evaluate OUT --base`): the same paired test, the base's outcomes in every seed
     design.csv     what the design can detect: seeds, problems, the minimum detectable difference (α 0.05, power
-                   0.8) and the seeds or problems that would halve it
+                   0.8), the seeds or problems that would halve it and the task's held-out problems
     findings.md    the sentences, from the three tables; headline.md their short form (greedy only)
+
+At one seed every interval covers that run's problems, not a new training run (SCOPE), and every sentence with a
+verdict says so. Which methods beat which is said as the groups the test orders (`ordered_groups`).
 
     python -m analysis.findings OUT      # print the sentences of a compare.py folder
 """
@@ -53,13 +57,32 @@ def _interval(r) -> str:
     return f"{r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
 
 
+SCOPE = "each interval covers this run's problems, not a new training run"
+"""What an interval from one seed says (analysis.paired: `levels` "problems"): the seed-to-seed variance is not
+measured, so a separated pair need not separate again with another seed."""
+
+
+def one_seed(table: pd.DataFrame) -> bool:
+    """Whether every row of a paired-test table rests on one seed."""
+    return len(table) > 0 and bool((table["n_seeds"] == 1).all())
+
+
+def _p_improve(table: pd.DataFrame) -> dict:
+    """The P(A>B) column, or none where every row has one seed: over one seed's score it is always 0, ½ or 1 (a
+    row of one seed among others: '–')."""
+    if one_seed(table):
+        return {}
+    return {"P(A>B)": ["–" if r["n_seeds"] == 1 else f"{r['p_improve']:.2f}" for _, r in table.iterrows()]}
+
+
 def pair_rows(runs: Runs, table: pd.DataFrame | None = None) -> list[dict]:
     table = tests(runs)[0] if table is None else table
+    p = _p_improve(table)
     return [{"comparison": f"{r['a']} − {r['b']}", "metric": metric_name(r["metric"], r["k"]),
-             "Δ [95% interval]": _interval(r), "P(A>B)": f"{r['p_improve']:.2f}",
+             "Δ [95% interval]": _interval(r), **{k: v[i] for k, v in p.items()},
              "separated": "yes" if r["separated"] else "no", "seeds": int(r["n_seeds"]),
              "problems": int(r["n_problems"]), "paired SE / unpaired SE": f"{r['se'] / r['unpaired_se']:.2f}"}
-            for _, r in table.iterrows()]
+            for i, (_, r) in enumerate(table.iterrows())]
 
 
 def gain_table(runs: Runs) -> pd.DataFrame:
@@ -78,10 +101,11 @@ def gain_table(runs: Runs) -> pd.DataFrame:
 
 def gain_rows(runs: Runs, gains: pd.DataFrame | None = None) -> list[dict]:
     gains = gain_table(runs) if gains is None else gains
+    p = _p_improve(gains)
     return [{"method": r["a"], "metric": metric_name(r["metric"], r["k"]), "over": r["b"],
-             "gain [95% interval]": _interval(r), "P(A>B)": f"{r['p_improve']:.2f}",
+             "gain [95% interval]": _interval(r), **{k: v[i] for k, v in p.items()},
              "separated": "yes" if r["separated"] else "no", "seeds": int(r["n_seeds"]),
-             "problems": int(r["n_problems"])} for _, r in gains.iterrows()]
+             "problems": int(r["n_problems"])} for i, (_, r) in enumerate(gains.iterrows())]
 
 
 def gain_line(runs: Runs, gains: pd.DataFrame, metric: str = "greedy") -> list[str]:
@@ -118,10 +142,19 @@ def claim_rows(runs: Runs, table: pd.DataFrame | None = None) -> list[dict]:
     return out
 
 
+def heldout_problems(runs: Runs) -> int | None:
+    """The task's held-out problems (task.n_heldout of the runs' config): the most a re-scoring can score without
+    new runs. None where the configs do not say."""
+    found = [(cfg.get("task") or {}).get("n_heldout") for cfg in runs.configs.values()]
+    return next((int(n) for n in found if isinstance(n, numbers.Integral)), None)
+
+
 def design_rows(runs: Runs, table: pd.DataFrame | None = None) -> list[dict]:
-    """Per metric: the smallest difference the design detects (α 0.05, power 0.8), the median over pairs, and what
-    would halve it (the pair at that median)."""
+    """Per metric: the smallest difference the design detects (α 0.05, power 0.8), the median over pairs, what
+    would halve it (the pair at that median) and the held-out problems the task has (more problems than that need
+    new runs: `halving_text`)."""
     table = tests(runs)[0] if table is None else table
+    heldout = heldout_problems(runs)
     out = []
     for metric, g in table.groupby("metric", sort=False):
         g = g.sort_values("mde").reset_index(drop=True)
@@ -130,16 +163,43 @@ def design_rows(runs: Runs, table: pd.DataFrame | None = None) -> list[dict]:
                     "problems": int(mid["n_problems"]),
                     "detectable difference (median over pairs)": f"{mid['mde']:.3f}",
                     "range over pairs": f"{g['mde'].min():.3f}–{g['mde'].max():.3f}",
-                    "seeds to halve it": mid["seeds_to_halve"], "problems to halve it": mid["problems_to_halve"]})
+                    "seeds to halve it": mid["seeds_to_halve"], "problems to halve it": mid["problems_to_halve"]}
+                   | ({"held-out problems (task.n_heldout)": heldout} if heldout else {}))
     return out
+
+
+def halving_text(d: dict) -> str:
+    """What would halve the detectable difference of a design_rows row, and what it takes: more seeds are new
+    training runs; more problems, up to the task's task.n_heldout, a re-scoring of the same models (`python -m
+    gcframe.evaluate`); beyond it, new runs with a larger task.n_heldout."""
+    parts = []
+    if isinstance(d["seeds to halve it"], numbers.Integral):
+        parts.append(f"{int(d['seeds to halve it'])} seeds (new training runs)")
+    n, heldout = d["problems to halve it"], d.get("held-out problems (task.n_heldout)")
+    if isinstance(n, numbers.Integral):
+        if heldout and n > heldout:
+            parts.append(f"{int(n)} problems (more than the task's {heldout} held-out problems: new runs with "
+                         f"task.n_heldout >= {int(n)}, then re-scored)")
+        elif heldout:
+            parts.append(f"{int(n)} problems (the same models re-scored: python -m gcframe.evaluate OUT "
+                         f"--problems {int(n)})")
+        else:
+            parts.append(f"{int(n)} problems")
+    return " or ".join(parts) or "neither more seeds nor more problems alone"
 
 
 def _count(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def _design(g: pd.DataFrame) -> str:
+def design_size(g: pd.DataFrame) -> str:
+    """'3 seeds × 500 problems'."""
     return f"{_count(int(g['n_seeds'].iloc[0]), 'seed')} × {int(g['n_problems'].iloc[0])} problems"
+
+
+def _design(g: pd.DataFrame) -> str:
+    """`design_size`, and at one seed what its intervals cover (SCOPE)."""
+    return design_size(g) + (f": {SCOPE}" if one_seed(g) else "")
 
 
 def ranking(runs: Runs, table: pd.DataFrame, metric: str) -> list[tuple[str, float]]:
@@ -151,32 +211,76 @@ def ranking(runs: Runs, table: pd.DataFrame, metric: str) -> list[tuple[str, flo
     return []
 
 
-def _pairs_text(g: pd.DataFrame) -> str:
-    """'a > b (+0.12 [+0.05, +0.19])' for each separated pair, the larger difference first."""
-    out = []
-    for _, r in g[g["separated"]].reindex(g["diff"].abs().sort_values(ascending=False).index).dropna(
-            subset=["separated"]).iterrows():
-        if not r["separated"]:
-            continue
-        a, b, diff, lo, hi = (r["a"], r["b"], r["diff"], r["lo"], r["hi"]) if r["diff"] > 0 else \
-            (r["b"], r["a"], -r["diff"], -r["hi"], -r["lo"])
-        out.append(f"{a} > {b} ({diff:+.3f} [{lo:+.3f}, {hi:+.3f}])")
-    return "; ".join(out)
+def wins(g: pd.DataFrame) -> set[tuple[str, str]]:
+    """(winner, loser) of every separated pair of one metric's rows."""
+    return {(r["a"], r["b"]) if r["diff"] > 0 else (r["b"], r["a"]) for _, r in g[g["separated"]].iterrows()}
+
+
+def ordered_groups(order: list[str], g: pd.DataFrame) -> tuple[list[list[str]], list[tuple[str, str]]]:
+    """The groups of methods that the paired test orders, from one metric's rows -> (groups, best first; the
+    separated pairs inside a group).
+
+    The rule: take the methods in the order of their means (`order`) and cut between two neighbours wherever every
+    method above the cut is separated above every method below it (each such pair's interval excludes 0 in that
+    direction). The groups are the runs of methods between cuts: "{a, b} > c > d" says that a and b each beat c and
+    d and that c beats d, and nothing about a against b. A group's members are not ordered by the test against each
+    other, except the separated pairs inside it, which are returned beside the groups (e.g. a > c inside {a, b, c}
+    where b is separated from neither). The groups are a summary of pairs.csv, never more than it: every ">"
+    between groups stands for pairs each separated in that direction."""
+    won = wins(g)
+    seen = set(g["a"]) | set(g["b"])
+    order = [m for m in order if m in seen] + sorted(seen - set(order))
+    groups: list[list[str]] = []
+    for i, m in enumerate(order):
+        if i and all((a, b) in won for a in order[:i] for b in order[i:]):
+            groups.append([m])
+        elif groups:
+            groups[-1].append(m)
+        else:
+            groups = [[m]]
+    where = {m: i for i, grp in enumerate(groups) for m in grp}
+    inside = sorted(((a, b) for a, b in won if where[a] == where[b]), key=lambda p: (order.index(p[0]),
+                                                                                      order.index(p[1])))
+    return groups, inside
+
+
+def _group(members: list[str]) -> str:
+    return members[0] if len(members) == 1 else "{" + ", ".join(members) + "}"
+
+
+def groups_text(order: list[str], g: pd.DataFrame) -> str:
+    """The clause of a findings sentence (`ordered_groups`): 'it orders {a, b} > c > d', then the separated pairs
+    inside a group ('; within {a, b, c}: a > c'); where no cut exists but pairs are separated, 'it orders no group
+    of methods above the rest; within ...'; '' where nothing is separated."""
+    groups, inside = ordered_groups(order, g)
+    within = {}
+    for a, b in inside:
+        within.setdefault(next(_group(grp) for grp in groups if a in grp), []).append(f"{a} > {b}")
+    parts = [f"within {grp}: {', '.join(pairs)}" for grp, pairs in within.items()]
+    if len(groups) > 1:
+        parts.insert(0, "it orders " + " > ".join(_group(grp) for grp in groups))
+    elif parts:
+        parts.insert(0, "it orders no group of methods above the rest")
+    return "; ".join(parts)
 
 
 def claim_lines(runs: Runs, table: pd.DataFrame) -> list[str]:
     """One line per DeepSeekMath ordering: its verdict and interval on every metric."""
     by_claim: dict[tuple, list[str]] = {}
-    for c in claim_rows(runs, table):
+    rows = claim_rows(runs, table)
+    for c in rows:
         key = (c["claim (DeepSeekMath)"], c["comparison"])
         by_claim.setdefault(key, []).append(f"{c['metric']} {c['verdict']} ({c['Δ [95% interval]']})")
-    return [f"DeepSeekMath {claim.split(':')[0]}, {comp}: {'; '.join(parts)}."
+    scope = f" (1 seed: {SCOPE})" if rows and all(c["seeds"] == 1 for c in rows) else ""
+    return [f"DeepSeekMath {claim.split(':')[0]}, {comp}: {'; '.join(parts)}{scope}."
             for (claim, comp), parts in by_claim.items()]
 
 
 def sentences(runs: Runs, table: pd.DataFrame | None = None, gains: pd.DataFrame | None = None) -> list[str]:
-    """What the comparison found, one finding a line: per metric the ranking, how many pairs are separated and which
-    (greedy in full), the §5.2 orderings, what the design can detect, and what pairing bought."""
+    """What the comparison found, one finding a line: per metric the ranking, how many pairs are separated and the
+    groups of methods the test orders (`groups_text`; every pair is in pairs.csv and the report's pairs.png), the
+    §5.2 orderings, what the design can detect, and what pairing bought. At one seed each verdict says what its
+    interval covers (SCOPE)."""
     table = tests(runs)[0] if table is None else table
     if table.empty:
         return ["No two methods were scored on the same problems: nothing to compare."]
@@ -185,18 +289,15 @@ def sentences(runs: Runs, table: pd.DataFrame | None = None, gains: pd.DataFrame
         name = metric_name(metric, g["k"].iloc[0])
         ranked = ", ".join(f"{m} {v:.3f}" for m, v in ranking(runs, table, metric))
         sep = int(g["separated"].sum())
+        order = [m for m, _ in ranking(runs, table, metric)]
         line = f"**{name}** ({_design(g)}): {sep} of {_count(len(g), 'pair')} separated by the paired test"
-        if metric == "greedy" and sep:
-            line += f": {_pairs_text(g)}"
+        if sep:
+            line += f"; {groups_text(order, g)}"
         lines.append(line + f". Means: {ranked}.")
     lines += claim_lines(runs, table)
     for d in design_rows(runs, table):
-        halve = [f"{int(d[key])} {word}" for key, word in (("seeds to halve it", "seeds"),
-                                                             ("problems to halve it", "problems"))
-                 if isinstance(d[key], numbers.Integral)]
-        halve = " or ".join(h for h in halve if h) or "neither more seeds nor more problems alone"
         lines.append(f"The design detects {d['metric']} differences of {d['detectable difference (median over pairs)']}"
-                     f" (median over pairs; α 0.05, power 0.8); {halve} would halve that.")
+                     f" (median over pairs; α 0.05, power 0.8); {halving_text(d)} would halve that.")
     ratio = table["se"] / table["unpaired_se"]
     lines.append(f"Pairing by problem and seed gave standard errors {ratio.min():.2f}–{ratio.max():.2f} times the "
                  f"unpaired ones (median {ratio.median():.2f}).")
@@ -204,18 +305,20 @@ def sentences(runs: Runs, table: pd.DataFrame | None = None, gains: pd.DataFrame
 
 
 def headline(runs: Runs, table: pd.DataFrame, gains: pd.DataFrame | None = None) -> list[str]:
-    """The short form (the README's): greedy's ranking and separated pairs, the §5.2 orderings on greedy, the
-    design's detectable greedy difference."""
+    """The short form (the README's): greedy's separated pairs and the groups they order, the §5.2 orderings on
+    greedy, the gains over the base, and the design's power for greedy differences."""
     g = table[table["metric"] == "greedy"]
     if g.empty:
         return []
+    order = [m for m, _ in ranking(runs, table, "greedy")]
     lines = [f"Greedy accuracy ({_design(g)}): {int(g['separated'].sum())} of {_count(len(g), 'pair')} separated by "
-             f"the paired test: {_pairs_text(g) or 'none'}."]
+             f"the paired test" + (f"; {groups_text(order, g)}." if g["separated"].any() else ".")]
     lines += [c for c in claim_lines(runs, g)] + gain_line(runs, gain_table(runs) if gains is None else gains)
     d = next((d for d in design_rows(runs, g) if d["metric"] == "greedy"), None)
     if d:
-        lines.append(f"Differences below {d['detectable difference (median over pairs)']} go undetected by this design "
-                     "(median over pairs; α 0.05, power 0.8).")
+        lines.append(f"This design separates a true greedy difference of "
+                     f"{d['detectable difference (median over pairs)']} with probability 0.8 (α 0.05, median over "
+                     "pairs); smaller ones less often, not never.")
     return lines
 
 

@@ -218,8 +218,11 @@ def pairwise(df: pd.DataFrame, metrics=None, methods=None) -> pd.DataFrame:
 
 def describe(row) -> str:
     """'grpo − online_rft, greedy: +0.042 [+0.011, +0.073], P(A>B) 0.78, separated' (and the seed count when it is
-    under 3: '2 seeds', or '1 seed, problems only')."""
-    text = (f"{row['a']} − {row['b']}, {row['metric']}: {row['diff']:+.3f} [{row['lo']:+.3f}, {row['hi']:+.3f}], "
-            f"P(A>B) {row['p_improve']:.2f}, {'separated' if row['separated'] else 'not separated'}")
+    under 3: '2 seeds'). One seed: no P(A>B) (over one score per method it is 0, ½ or 1), and what the interval
+    covers: '..., separated, 1 seed: the interval covers this run's problems, not a new training run'."""
     n = int(row["n_seeds"])
-    return text + (", 1 seed, problems only" if n == 1 else f", {n} seeds" if n == 2 else "")
+    text = (f"{row['a']} − {row['b']}, {row['metric']}: {row['diff']:+.3f} [{row['lo']:+.3f}, {row['hi']:+.3f}], "
+            + ("" if n == 1 else f"P(A>B) {row['p_improve']:.2f}, ")
+            + ("separated" if row["separated"] else "not separated"))
+    return text + (", 1 seed: the interval covers this run's problems, not a new training run" if n == 1
+                   else f", {n} seeds" if n == 2 else "")

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from analysis.runs import RESCORED_SOURCE, Runs, fmt, markdown_table, spread  # noqa: E402
+from analysis.runs import RESCORED_SOURCE, Runs, fmt, markdown_table, partial_rescorings, spread  # noqa: E402
 from gcframe.errors import cli_entry  # noqa: E402
 
 DPI = 100
@@ -451,6 +451,92 @@ def fig_overoptimisation(runs: Runs, path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def pair_matrix(runs: Runs, table: pd.DataFrame, metric: str = "greedy") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The paired differences of one metric as a methods × methods matrix -> (diff, separated): cell [a, b] is the
+    paired mean difference a − b (analysis.paired; [b, a] its negative) and whether its interval excludes 0; methods
+    in the order of their means, best first (the order the findings' groups are cut from); the diagonal NaN."""
+    from analysis import findings as fnd
+
+    g = table[table["metric"] == metric]
+    seen = set(g["a"]) | set(g["b"])
+    order = [m for m, _ in fnd.ranking(runs, table, metric) if m in seen]
+    diff = pd.DataFrame(np.nan, index=order, columns=order)
+    sep = pd.DataFrame(False, index=order, columns=order)
+    for _, r in g.iterrows():
+        diff.loc[r["a"], r["b"]], diff.loc[r["b"], r["a"]] = r["diff"], -r["diff"]
+        sep.loc[r["a"], r["b"]] = sep.loc[r["b"], r["a"]] = bool(r["separated"])
+    return diff, sep
+
+
+def fig_pairs(runs: Runs, table: pd.DataFrame, path: Path, metric: str = "greedy") -> Path | None:
+    """pairs.png: `pair_matrix` as a heatmap (green: the row's method scores higher, pink: lower), every cell
+    annotated with its difference, separated pairs outlined, and dashed lines between the groups the test
+    orders (analysis.findings.ordered_groups). None without pairs of `metric`."""
+    from matplotlib.patches import Rectangle
+
+    from analysis import findings as fnd
+
+    if table.empty or not (table["metric"] == metric).any():
+        return None
+    diff, sep = pair_matrix(runs, table, metric)
+    n = len(diff)
+    vmax = float(np.nanmax(np.abs(diff.to_numpy()))) if n > 1 else 1.0
+    fig, ax = plt.subplots(figsize=(0.75 * n + 3.0, 0.6 * n + 2.0))
+    text = diff.map(lambda v: "" if pd.isna(v) else f"{v:+.3f}")
+    sns.heatmap(diff, ax=ax, cmap="PiYG", vmin=-(vmax or 1.0), vmax=vmax or 1.0, annot=text, fmt="",
+                annot_kws={"fontsize": 7}, linewidths=0.5, linecolor="white",
+                cbar_kws={"label": f"{fnd.metric_name(metric, table['k'].iloc[0])}: row − column"})
+    for (i, a), (j, b) in ((x, y) for x in enumerate(diff.index) for y in enumerate(diff.columns)):
+        if sep.loc[a, b]:
+            ax.add_patch(Rectangle((j, i), 1, 1, fill=False, edgecolor="black", lw=1.8))
+    groups, _ = fnd.ordered_groups(list(diff.index), table[table["metric"] == metric])
+    cut = 0
+    for grp in groups[:-1]:  # the groups are runs of the mean order: a cut lies between two of them
+        cut += len(grp)
+        ax.axhline(cut, color="black", ls="--", lw=1)
+        ax.axvline(cut, color="black", ls="--", lw=1)
+    ax.set(xlabel="", ylabel="", facecolor="0.92")  # the diagonal (a method against itself) grey
+    ax.tick_params(axis="both", labelsize=8)
+    ax.tick_params(axis="y", rotation=0)
+    g = table[table["metric"] == metric]
+    title = (f"Paired {fnd.metric_name(metric, g['k'].iloc[0])} differences, row − column "
+             f"({fnd.design_size(g)}); outlined: separated (95% interval excludes 0); dashed: between the "
+             "groups the test orders")
+    if fnd.one_seed(g):
+        title += f"; 1 seed: {fnd.SCOPE}"
+    import textwrap
+
+    ax.set_title(textwrap.fill(title, max(50, int((0.75 * n + 3.0) * 12))), fontsize=9)
+    return _save(fig, path)
+
+
+def threads_text(out: Path) -> tuple[str | None, str]:
+    """What each part of a folder ran with, from every env*.json its processes wrote (OUT/env.json at the start,
+    OUT/env.resume.json at a --resume, OUT/<method>/seed<k>/env.json and env.resume.json per run) -> (the range,
+    e.g. "1–2", or None where every part ran with one count; a sentence naming the parts, '' then)."""
+    from gcframe.tracking import env as envinfo
+
+    def threads(f: Path):
+        return envinfo.load(f).get("threads")
+
+    top = {f.name: threads(f) for f in sorted(out.glob("env*.json"))}
+    per_run: dict[str, list] = {}
+    for f in sorted(out.glob("*/seed*/env*.json")):  # env.json sorts before env.resume.json
+        per_run.setdefault(f"{f.parent.parent.name} seed {f.parent.name[4:]}", []).append(threads(f))
+    counts = {t for t in [*top.values(), *(t for ts in per_run.values() for t in ts)] if t is not None}
+    if len(counts) <= 1:
+        return None, ""
+    by_history: dict[tuple, list[str]] = {}
+    for run, ts in per_run.items():
+        by_history.setdefault(tuple(ts), []).append(run)
+    runs_text = "; ".join(
+        (" then ".join(map(str, h)) + (" (resumed)" if len(h) > 1 else "")) + ": "
+        + (", ".join(names) if len(names) <= 3 else f"{len(names)} runs") for h, names in by_history.items())
+    top_text = ", ".join(f"{t} in {name}" for name, t in top.items())
+    return f"{min(counts)}–{max(counts)}", (f"Threads differ between the parts of this folder: the comparison's "
+                                            f"processes {top_text}; per run, {runs_text}.")
+
+
 # -- the report ----------------------------------------------------------------------------------------------------
 def _gc_table(runs: Runs) -> str:
     """Mean GC over each probe completion's tokens, per method (the numbers behind the GC heatmap)."""
@@ -468,14 +554,7 @@ def _gc_table(runs: Runs) -> str:
 def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
     """Write OUT/report/summary.md and the PNGs; returns the path of summary.md. gc_shared_scale: one colour scale
     for every method's GC panel (False: each its own)."""
-    runs = Runs(Path(out))
-    rep = runs.out / "report"
-    rep.mkdir(exist_ok=True)
-    figs = {"learning_curves.png": fig_learning_curves(runs, rep / "learning_curves.png"),
-            "reward_vs_kl.png": fig_reward_kl(runs, rep / "reward_vs_kl.png"),
-            "cost.png": fig_cost(runs, rep / "cost.png"),
-            "gc_view.png": fig_gc_view(runs, rep / "gc_view.png", gc_shared_scale),
-            "overoptimisation.png": fig_overoptimisation(runs, rep / "overoptimisation.png")}
+    runs = Runs(Path(out))  # refuses damaged run folders before anything is written
     k = runs.k
     from gcframe.tracking import env as envinfo
     from gcframe.tracking.health import starvation
@@ -486,8 +565,13 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
                 "greedy accuracy with its 95% t-interval over seeds"
                 + (" (none for a method run with 1 seed)" if fewest == 1 else "") + "; ")
 
+    env = envinfo.load(runs.out / "env.json")
+    # runs not finished, and re-scorings the paired test leaves out because not every run has them
+    about = runs.run_notes + [f"Left out: {line}" for line in partial_rescorings(runs.out, runs.methods)]
+    span, threads_detail = threads_text(runs.out)
     md = [f"# Head to head: {runs.out.name}\n",
-          f"Environment: {envinfo.describe(envinfo.load(runs.out / 'env.json'))}\n",
+          f"Environment: {envinfo.describe({**env, 'threads': span} if env and span else env)}"
+          + (f". {threads_detail}" if threads_detail else "") + "\n",
           f"Runs: {runs.n_runs} ({', '.join(runs.methods)}). Held-out metrics at the end of training: "
           + interval
           + (f"pass@1, maj@{k} and pass@{k} from {k} samples per problem; KL to π_ref is the per-token k3 mean "
@@ -496,6 +580,7 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
           "excludes evaluation; generated tokens count only tokens the run sampled itself. Peak RSS is the "
           "process's during the run, and in brackets the run's own growth above what the process held when it "
           "started (its models, optimiser state, and the activations of training and evaluation).\n",
+          *[f"- {note}" for note in about], *([""] if about else []),
           markdown_table(summary_rows(runs)),
           f"\n## Change from the {runs.base_label}\n",
           (f"DeepSeekMath §5.2.2 (Fig. 7) finds that RL raises maj@K but not pass@K: it makes the output "
@@ -512,16 +597,25 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
     table, sources = fnd.tests(runs)
     if len(table):
         claims = fnd.claim_rows(runs, table)
+        one = fnd.one_seed(table)
         md += ["\n## Which method wins: the paired test\n",
                "Every method is scored on the same held-out problems, seed s of every method from the same base and "
                "prompt order: each difference is paired problem by problem and seed by seed, with a 95% interval "
-               "from the two-way (seeds × problems) variance and P(A > B) over seeds (`analysis/paired.py`); a pair "
-               f"is separated when its interval excludes 0. Outcomes: {'; '.join(sources)}.\n",
+               + ("from the problems' variance (`analysis/paired.py`); a pair is separated when its interval "
+                  f"excludes 0. **One seed: {fnd.SCOPE}.** The variance between training runs is not measured, so a "
+                  "pair separated here need not separate with another seed, and P(A > B), 0 or 1 over one seed, is "
+                  "left out. " if one else
+                  "from the two-way (seeds × problems) variance and P(A > B) over seeds (`analysis/paired.py`); a "
+                  "pair is separated when its interval excludes 0. ")
+               + "The sentences give the groups of methods the test orders: the methods by their means, cut wherever "
+               "every method above the cut is separated above every method below it; pairs.png draws every pair "
+               f"(`analysis.findings.ordered_groups`). Outcomes: {'; '.join(sources)}.\n",
                *[f"- {line}" for line in fnd.sentences(runs, table)], "",
                markdown_table(fnd.pair_rows(runs, table)),
                "\nWhat this design can detect (α 0.05, power 0.8):\n", markdown_table(fnd.design_rows(runs, table))]
         if claims:
-            md += ["\nDeepSeekMath §5.2's orderings, decided by the paired test:\n", markdown_table(claims)]
+            md += ["\nDeepSeekMath §5.2's orderings, decided by the paired test"
+                   + (f" (1 seed: {fnd.SCOPE})" if one else "") + ":\n", markdown_table(claims)]
     from analysis.matched import matched_rows, time_rows
     from analysis.why import why_rows
 
@@ -560,6 +654,14 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
     if starved:  # the trainer printed these as the run went (gcframe.tracking.health)
         md += ["\n## Starved runs\n", "Runs whose completions were mostly cut off, or whose groups mostly had no "
                "reward variance, for several steps in a row: little or nothing to learn from.\n", *starved, ""]
+    rep = runs.out / "report"  # written only now: every refusal above leaves it as it was
+    rep.mkdir(exist_ok=True)
+    figs = {"learning_curves.png": fig_learning_curves(runs, rep / "learning_curves.png"),
+            "reward_vs_kl.png": fig_reward_kl(runs, rep / "reward_vs_kl.png"),
+            "cost.png": fig_cost(runs, rep / "cost.png"),
+            "pairs.png": fig_pairs(runs, table, rep / "pairs.png"),
+            "gc_view.png": fig_gc_view(runs, rep / "gc_view.png", gc_shared_scale),
+            "overoptimisation.png": fig_overoptimisation(runs, rep / "overoptimisation.png")}
     md.append("\n## Figures\n")
     md += [f"- {note}" for note in dict.fromkeys(runs.notes)] + ([""] if runs.notes else [])
     for name, p in figs.items():
@@ -572,7 +674,7 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
 
 @cli_entry
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis.report", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out", help="the output folder of experiments/compare.py")
     p.add_argument("--gc-own-scale", action="store_true", help="give each method's GC panel its own colour scale "
                    "(default: one scale for all, so that panels compare side by side)")

@@ -48,8 +48,9 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
     """results/<name>/ from a finished compare.py folder: summary.csv (a row per method and seed), table.csv (the
     report's table), change.csv (the change from step 0, and late in the run), why.csv (what the
     logs show), matched.csv (equal compute), time.csv (where the time goes), pairs.csv, findings.csv (§5.2),
-    design.csv and findings.md (the paired test: analysis.findings), curves.png, gc_view.png, config.yaml, env.json, each name after `prefix` (an earlier stage of the
-    same result). The processes that ran its cells (env.json, env.resume*.json) must share one environment."""
+    design.csv and findings.md (the paired test: analysis.findings), pairs.png (its greedy pairs as a matrix),
+    curves.png, gc_view.png, config.yaml, env.json, each name after `prefix` (an earlier stage of the same result).
+    The processes that ran its cells (env.json, env.resume*.json) must share one environment."""
     from analysis import report
     from analysis.matched import matched_rows, time_rows
     from analysis.why import why_rows
@@ -69,6 +70,7 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
     from analysis import findings
 
     findings.write(tables, results, prefix)  # pairs.csv, findings.csv (§5.2), design.csv, findings.md: the paired test
+    report.fig_pairs(tables, findings.tests(tables)[0], results / f"{prefix}pairs.png")  # the greedy pairs drawn
     report.fig_learning_curves(tables, results / f"{prefix}curves.png")
     if report.fig_overoptimisation(tables, results / f"{prefix}overoptimisation.png"):  # runs on r_φ only
         pd.DataFrame(report.overoptimisation_rows(tables)).to_csv(results / f"{prefix}trajectory.csv", index=False)
@@ -97,6 +99,71 @@ def from_command(runs: Path, results: Path, keep: list[str]) -> None:
     env = envinfo.load(runs / "env.json") or next((envinfo.load(p) for p in sorted(runs.glob("env*.json"))), {})
     (results / "env.json").write_text(json.dumps(env or envinfo.collect(), indent=1) + "\n")
     print(f"{results}: {', '.join(f.name for f in found)}")
+
+
+# -- comparing a regenerated result with the committed one -----------------------------------------------------------
+def _same_value(a: str, b: str) -> bool:
+    """Two CSV cells equal: as text, or as numbers that agree to the decimals the coarser of the two shows (the
+    committed summary.csv is written to 4 decimals, a run's own to full precision)."""
+    if a == b:
+        return True
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+
+    def decimals(t: str) -> int | None:
+        return None if "e" in t.lower() else len(t.split(".")[1]) if "." in t else 0
+
+    d = [n for n in (decimals(a), decimals(b)) if n is not None]
+    tol = 0.5 * 10.0 ** -min(d) if d else 0.0
+    return abs(x - y) <= tol + 1e-12 * max(abs(x), abs(y), 1.0)
+
+
+def _row_name(row, keys: list[str]) -> str:
+    """'grpo seed 0': the first key's value, then each other key with its name."""
+    return " ".join([str(row[keys[0]])] + [f"{k} {row[k]}" for k in keys[1:]])
+
+
+def compare_rows(new_csv, committed_csv, examples: int = 3) -> str:
+    """Column by column, which values of a regenerated CSV (e.g. `reproduce.py default --seeds 0`'s summary.csv)
+    equal the committed one's -> the lines to print.
+
+    Rows are matched by method and seed where both files have those columns, else by their first column (a key that
+    repeats is matched in order); the committed file may hold more rows (other seeds). A column is "equal" where
+    every matched row agrees (`_same_value`), else the rows that differ are counted and the first `examples` shown,
+    committed → new. Rows of the new file that the committed one lacks, and columns only one file has, are named."""
+    new, old = (pd.read_csv(f, dtype=str, keep_default_na=False) for f in (new_csv, committed_csv))
+    keys = [c for c in ("method", "seed") if c in new and c in old] or [new.columns[0]]
+    if any(k not in old for k in keys):
+        return f"{new_csv} and {committed_csv} share no key column ({', '.join(keys)}): nothing to compare"
+    for df in (new, old):
+        df["#"] = df.groupby(keys).cumcount().astype(str)
+    both = new.merge(old, on=[*keys, "#"], how="left", suffixes=("", " (committed)"), indicator=True)
+    matched = both[both["_merge"] == "both"]
+    lines = [f"{new_csv} against the committed {committed_csv}: {len(matched)} of {len(new)} rows matched by "
+             f"{', '.join(keys)} ({len(old)} committed rows)"]
+    equal, differ = [], []
+    for col in [c for c in new.columns if c in old and c not in (*keys, "#")]:
+        other = col if col in keys else f"{col} (committed)"
+        bad = [(r, r[other], r[col]) for _, r in matched.iterrows() if not _same_value(r[col], r[other])]
+        if not bad:
+            equal.append(col)
+            continue
+        shown = "; ".join(f"{_row_name(r, keys)}: {a} → {b}" for r, a, b in bad[:examples])
+        differ.append(f"  differ: {col} in {len(bad)} of {len(matched)} rows (committed → new: {shown}"
+                      + (", ..." if len(bad) > examples else "") + ")")
+    if len(matched):
+        lines.append(f"  equal in every matched row: {', '.join(equal) or 'no column'}")
+        lines += differ
+    missing = both[both["_merge"] == "left_only"]
+    if len(missing):
+        lines.append("  not in the committed file: " + ", ".join(_row_name(r, keys) for _, r in missing.iterrows()))
+    for name, cols in (("the new", [c for c in new if c not in old]),
+                       ("the committed", [c for c in old if c not in new])):
+        if cols:
+            lines.append(f"  only in {name} file: {', '.join(cols)}")
+    return "\n".join(lines)
 
 
 # -- rendering -------------------------------------------------------------------------------------------------------

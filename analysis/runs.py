@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -33,11 +34,24 @@ class Runs:
             raise UserError(f"no runs under '{out}': expected {out}/<method>/seed<k>/metrics.jsonl "
                             "(the output folder of experiments/compare.py)")
         rows, self.configs = [], {}
+        self.run_notes: list[str] = []  # runs still going or stopped, each with where it got to (the report says)
+        from gcframe.evaluate.problems import FILE
+
+        with_problems = any((f.parent / FILE).is_file() for f in files)  # then every run that evaluated has one
+        damaged = []
         for f in files:
             method, seed = f.parent.parent.name, int(f.parent.name.removeprefix("seed"))
-            rows += [{**r, "method": method, "seed": seed} for r in read_jsonl(f)]
+            own = read_jsonl(f)
+            rows += [{**r, "method": method, "seed": seed} for r in own]
             cfg_file = f.parent / "config.yaml"
             self.configs[(method, seed)] = yaml.safe_load(cfg_file.read_text()) if cfg_file.exists() else {}
+            what, note = check_run(f.parent, own, self.configs[(method, seed)], with_problems)
+            if what:
+                damaged.append(f"{f.parent}: {what}")
+            if note:
+                self.run_notes.append(f"{method} seed {seed}: {note}")
+        if damaged:
+            raise UserError(damaged_line(damaged, self.out))
         df = pd.DataFrame(rows)
         if df.empty:
             raise UserError(f"the runs under '{out}' have logged nothing yet: wait for the first step")
@@ -53,6 +67,7 @@ class Runs:
         self.palette = palette(self.methods)
         gc_file = self.out / "gc_view.json"
         self.gc = json.loads(gc_file.read_text()) if gc_file.exists() else None
+        self._outcomes = None  # outcomes(), read on first use
         self.notes: list[str] = []  # what a figure leaves out and why (drawn in the figure, listed in summary.md)
         any_cfg = next(iter(self.configs.values()), {}) or {}
         self.k = (any_cfg.get("train") or {}).get("eval_k", "k")
@@ -81,8 +96,10 @@ class Runs:
         (rows of method, seed, problem and metric columns; those metrics; where they come from; k, the samples per
         problem behind maj@k and pass@k). Greedy and sampled
         metrics each from the largest set every run was scored on: a re-scoring (RUN/rescored/final-n<N>-k<K>.jsonl,
-        `python -m gcframe.evaluate`), else the last evaluation of RUN/problems.jsonl."""
-        return final_outcomes(self.out, self.methods)
+        `python -m gcframe.evaluate`), else the last evaluation of RUN/problems.jsonl. Read once."""
+        if self._outcomes is None:
+            self._outcomes = final_outcomes(self.out, self.methods)
+        return self._outcomes
 
     def base_outcomes(self) -> pd.DataFrame | None:
         """The base's per-problem outcomes on the problems and samples of the greedy re-scoring (`outcomes()[0]`),
@@ -106,6 +123,74 @@ class Runs:
 
 
 
+# -- damaged run folders ---------------------------------------------------------------------------------------
+def cut_line(path: Path) -> bool:
+    """Whether the file's last line is cut (not a whole JSON object): a crash mid-write, or a copy cut short. Only
+    the file's tail is read."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        f.seek(max(0, f.tell() - 65536))
+        tail = f.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    if not tail.strip():
+        return False
+    try:
+        json.loads(tail)
+    except ValueError:
+        return True
+    return False
+
+
+def check_run(run: Path, rows: list[dict], cfg: dict, problems_expected: bool) -> tuple[str | None, str | None]:
+    """What is wrong with one run folder, and what the report should say about it -> (damage, note).
+
+    Damage (the report refuses: it would put numbers of different steps side by side): a finished run (final/
+    exists, or its last evaluation is of its config's train.steps) whose metrics.jsonl ends in a cut line; a run
+    with final/ whose last evaluation in metrics.jsonl is not of train.steps; problems.jsonl's last evaluation of
+    another step than metrics.jsonl's, or with fewer rows than its others (cut); problems.jsonl missing where the
+    other runs of the folder have theirs. Note: a run that has not finished (still going, or stopped: --resume
+    continues it), with the step it got to, and a cut last line that was skipped."""
+    from gcframe.evaluate.problems import FILE
+
+    steps = (cfg.get("train") or {}).get("steps")
+    evals = sorted({r["step"] for r in rows if "eval_accuracy" in r})
+    last = evals[-1] if evals else None
+    has_final = (run / "final").is_dir()
+    finished = has_final or (steps is not None and last == steps)
+    cut = cut_line(run / "metrics.jsonl")
+    if finished and cut:
+        return "metrics.jsonl ends in a cut line although the run finished (the file was cut)", None
+    if has_final and steps is not None and last != steps:
+        return (f"metrics.jsonl's last evaluation is of step {last} but the run finished {steps} steps (final/ "
+                "exists): the file was cut"), None
+    problems = run / FILE
+    if problems.is_file():
+        counts = Counter(r["step"] for r in read_jsonl(problems))
+        plast = max(counts, default=None)
+        if plast != last:
+            return (f"{FILE}'s last evaluation is of step {plast} but metrics.jsonl's of step {last}: one of them "
+                    "was cut"), None
+        if plast is not None and (counts[plast] < max(counts.values()) or (finished and cut_line(problems))):
+            return (f"{FILE} holds {counts[plast]} rows for the evaluation of step {plast} and "
+                    f"{max(counts.values())} for another: the file was cut"), None
+    elif problems_expected and evals:
+        return f"{FILE} is missing (the other runs have theirs): without it the run leaves the paired test", None
+    notes = []
+    if not finished and steps is not None:
+        notes.append(f"not finished: its last evaluation is of step {last} of {steps} (still running, or stopped: "
+                     "compare.py --resume continues it)")
+    if cut:
+        notes.append("its cut last line of metrics.jsonl is skipped (a run still writing, or stopped mid-line)")
+    return None, "; ".join(notes) or None
+
+
+def damaged_line(damaged: list[str], out: Path) -> str:
+    """The one line that refuses a folder with damaged runs: each run and what is wrong, and the fix."""
+    n = len(damaged)
+    return (f"{n} damaged run folder{'s' if n > 1 else ''}: {'; '.join(damaged)}; restore the file"
+            f"{'s' if n > 1 else ''} from a copy, or delete {'those run folders' if n > 1 else 'the run folder'} "
+            f"and train {'them' if n > 1 else 'it'} again with python experiments/compare.py --resume {out}")
+
+
 SAMPLED = ["majk", "passk", "pass1"]
 RESCORED_SOURCE = "final models re-scored"  # how final_outcomes describes a re-scoring (analysis.report reads it)
 
@@ -120,23 +205,49 @@ def _outcome_frame(rows: list[dict], method: str, seed: int) -> pd.DataFrame:
     return out
 
 
-def final_outcomes(out: Path, methods: list[str] | None = None) -> list[tuple]:
-    """`Runs.outcomes` of a compare.py folder (see there)."""
+def _sources(out: Path, methods: list[str] | None, train: bool = True) -> tuple[list[Path], dict]:
+    """The runs of a compare.py folder that have per-problem outcomes, and where each has them -> (runs,
+    {(n, k) of a re-scoring RUN/rescored/final-n<N>-k<K>.jsonl, or "train" (the last evaluation of
+    RUN/problems.jsonl, read only when `train`): {run: file or rows}})."""
     from gcframe.evaluate.problems import FILE, RESCORED
 
     runs = sorted(p for p in Path(out).glob("*/seed*") if p.is_dir() and p.name[4:].isdigit())
     runs = [r for r in runs if (methods is None or r.parent.name in methods) and (r / FILE).is_file()]
-    if not runs:
-        return []
     sources = {}  # (n, k) or "train" -> {run: rows}
     for r in runs:
         for f in (r / RESCORED).glob("final-n*-k*.jsonl"):
             n, k = (int(x[1:]) for x in f.stem.split("-")[-2:])
             sources.setdefault((n, k), {})[r] = f
+        if not train:
+            continue
         rows = read_jsonl(r / FILE)
         last = max((x["step"] for x in rows), default=0)
         if last:  # a run that has evaluated only its base has nothing to compare yet
             sources.setdefault("train", {})[r] = [x for x in rows if x["step"] == last]
+    return runs, sources
+
+
+def partial_rescorings(out: Path, methods: list[str] | None = None) -> list[str]:
+    """The re-scorings (`python -m gcframe.evaluate`) that not every run has, which the paired test cannot use:
+    one line each, naming the runs without it and the command that scores them (the ones done are kept)."""
+    runs, sources = _sources(out, methods, train=False)
+    out_lines = []
+    for (n, k), have in sorted(sources.items(), reverse=True):
+        missing = [r for r in runs if r not in have]
+        if not missing:
+            continue
+        names = ", ".join(f"{r.parent.name} seed {r.name[4:]}" for r in missing)
+        out_lines.append(f"the re-scoring on {n} problems (k = {k}) is left out: {len(have)} of {len(runs)} runs "
+                         f"have it, not {names}; score them with python -m gcframe.evaluate {out} --problems {n} "
+                         f"--k {k}")
+    return out_lines
+
+
+def final_outcomes(out: Path, methods: list[str] | None = None) -> list[tuple]:
+    """`Runs.outcomes` of a compare.py folder (see there)."""
+    runs, sources = _sources(out, methods)
+    if not runs:
+        return []
     common = {key: v for key, v in sources.items() if len(v) == len(runs)}
 
     def frame(key) -> pd.DataFrame:

@@ -117,7 +117,9 @@ def test_one_seed_is_the_paired_t_interval_over_problems():
     assert (r["levels"], r["n_seeds"], r["df"]) == ("problems", 1, 3)
     assert (r["lo"], r["hi"]) == pytest.approx((0.5 - 0.91869, 0.5 + 0.91869), abs=1e-4)
     row = pairwise(df).iloc[0]
-    assert describe(row).endswith(", 1 seed, problems only")
+    # one seed: no P(A>B) (one score per method: always 0, ½ or 1), and the interval's reach said
+    assert describe(row).endswith("not separated, 1 seed: the interval covers this run's problems, not a new "
+                                  "training run") and "P(A>B)" not in describe(row)
     assert row["problems_to_halve"] == 16 and row["seeds_to_halve"] == "unknown (1 seed)"  # Var = MS_P/P': 4 × P
 
 

@@ -403,3 +403,232 @@ def test_overoptimisation_trajectory_by_hand(out):
     assert r["gold greedy: start → best (step) → end"] == "0.400 → 0.400 (0) → 0.300"
     assert r["gold of its samples, 5-step means: first → best (steps) → last"] == "0.440 → 0.540 (5–9) → 0.540"
     assert r["proxy r_φ: start → end"] == "– → 1.500" and r["KL to π_ref at the end"] == "0.050"
+
+
+# -- damaged and unfinished run folders ----------------------------------------------------------------------------
+def _finished_run(out: Path, method: str, seed: int, correct: list[int]):
+    """A finished run as compare.py leaves it: evaluations at steps 0, 5 and 10 in metrics.jsonl and problems.jsonl
+    (the same problems each time), train.steps 10 in its config and a final/ model folder."""
+    _write_run(out, method, seed, sum(correct) / len(correct))
+    d = out / method / f"seed{seed}"
+    cfg = yaml.safe_load((d / "config.yaml").read_text())
+    cfg["train"]["steps"] = 10
+    (d / "config.yaml").write_text(yaml.safe_dump(cfg))
+    rows = [{"step": step, "problem": f"p{i}", "index": i, "greedy_correct": c if step == 10 else 0}
+            for step in (0, 5, 10) for i, c in enumerate(correct)]
+    (d / "problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (d / "final").mkdir()
+
+
+def _damage(run: Path, how: str):
+    """Damage one run folder the ways a user hit (issue: a metrics.jsonl cut in half, a deleted problems.jsonl)."""
+    metrics, problems = run / "metrics.jsonl", run / "problems.jsonl"
+    if how == "metrics cut in half":  # mid-line: a cut last line, and the final evaluation gone
+        metrics.write_bytes(metrics.read_bytes()[: metrics.stat().st_size // 2])
+    elif how == "final evaluation rows missing":  # cut at a line: every row whole, the step-10 evaluation gone
+        lines = metrics.read_text().splitlines(keepends=True)
+        metrics.write_text("".join(ln for ln in lines if json.loads(ln)["step"] < 10))
+    elif how == "problems ahead of metrics":  # no final/ (e.g. copied without models): only the steps disagree
+        shutil.rmtree(run / "final")
+        lines = metrics.read_text().splitlines(keepends=True)
+        metrics.write_text("".join(ln for ln in lines if json.loads(ln)["step"] < 10))
+    elif how == "problems.jsonl deleted":
+        problems.unlink()
+    elif how == "problems.jsonl cut":  # the final evaluation's rows half there
+        lines = problems.read_text().splitlines(keepends=True)
+        problems.write_text("".join(lines[: len(lines) - 3]))
+
+
+DAMAGE = {"metrics cut in half": "metrics.jsonl ends in a cut line although the run finished",
+          "final evaluation rows missing": "metrics.jsonl's last evaluation is of step 5 but the run finished 10 steps",
+          "problems ahead of metrics": "problems.jsonl's last evaluation is of step 10 but metrics.jsonl's of step 5",
+          "problems.jsonl deleted": "problems.jsonl is missing (the other runs have theirs)",
+          "problems.jsonl cut": "problems.jsonl holds 3 rows for the evaluation of step 10 and 6 for another"}
+
+
+@pytest.mark.parametrize("how", list(DAMAGE))
+def test_a_damaged_run_folder_is_refused_in_one_line_and_nothing_is_written(tmp_path, capsys, how):
+    """Each damage named in one line (the run folder and the file), exit 2, and report/ left as it was: never a
+    table of one step beside a paired test of another (the user saw grpo's step-40 0.420 in the table and 0.460 in
+    the paired section), nor a method silently leaving the paired test."""
+    from analysis.report import main
+
+    out = tmp_path / "out"
+    _finished_run(out, "grpo", 0, [1, 1, 1, 0, 1, 0])
+    _finished_run(out, "rft", 0, [0, 1, 0, 0, 1, 0])
+    (out / "report").mkdir()
+    (out / "report" / "summary.md").write_text("the last good report")
+    main([str(out)])  # the undamaged folder reports
+    before = {p: p.read_bytes() for p in (out / "report").iterdir()}
+    _damage(out / "grpo" / "seed0", how)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main([str(out)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"1 damaged run folder: {out / 'grpo' / 'seed0'}: {DAMAGE[how]}" in err, err
+    assert f"python experiments/compare.py --resume {out}" in err  # how to fix it
+    assert {p: p.read_bytes() for p in (out / "report").iterdir()} == before
+
+
+def test_an_unfinished_run_is_marked_not_refused(tmp_path):
+    """A run still going (or stopped) reports what it logged, marked with the step it got to; a cut last line of
+    a run that has not finished (still writing) is skipped and said."""
+    out = tmp_path / "out"
+    _finished_run(out, "grpo", 0, [1, 1, 0, 0])
+    _finished_run(out, "rft", 0, [0, 1, 0, 0])
+    run = out / "rft" / "seed0"
+    shutil.rmtree(run / "final")
+    for name in ("metrics.jsonl", "problems.jsonl"):  # stopped after the step-5 evaluation, mid-way through a row
+        f = run / name
+        f.write_text("".join(ln for ln in f.read_text().splitlines(keepends=True) if json.loads(ln)["step"] < 10))
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write(json.dumps(_train_row(5, 0.5))[:20])
+    md = write_report(out).read_text()
+    assert ("- rft seed 0: not finished: its last evaluation is of step 5 of 10 (still running, or stopped: "
+            "compare.py --resume continues it); its cut last line of metrics.jsonl is skipped") in md
+    assert "grpo seed 0:" not in md
+
+
+def test_a_rescoring_not_every_run_has_is_named(tmp_path):
+    """grpo alone was re-scored on 6 problems: the paired test cannot use it, and the report says so and how to
+    score the rest (the scored one is kept)."""
+    out = tmp_path / "out"
+    _finished_run(out, "grpo", 0, [1, 1, 0, 0])
+    _finished_run(out, "rft", 0, [0, 1, 0, 0])
+    again = out / "grpo" / "seed0" / "rescored" / "final-n6-k0.jsonl"
+    again.parent.mkdir()
+    again.write_text("".join(json.dumps({"step": 10, "problem": f"p{i}", "greedy_correct": 1}) + "\n"
+                             for i in range(6)))
+    md = write_report(out).read_text()
+    assert (f"- Left out: the re-scoring on 6 problems (k = 0) is left out: 1 of 2 runs have it, not rft seed 0; "
+            f"score them with python -m gcframe.evaluate {out} --problems 6 --k 0") in md
+    assert "the last evaluation of each run, 4 held-out problems" in md  # what the paired test used instead
+
+
+def test_one_seed_verdicts_say_what_the_interval_covers_and_leave_out_p_improve(tmp_path):
+    """At one seed the interval is over problems only: every verdict says it covers this run's problems, not a new
+    training run, and P(A>B) (always 0 or 1 over one seed) is printed nowhere. At two seeds P(A>B) is there."""
+    from analysis import findings
+    from analysis.runs import Runs
+
+    out = tmp_path / "out"
+    _finished_run(out, "online_rft", 0, [1, 1, 1, 1, 1, 0, 1, 1])
+    _finished_run(out, "rft", 0, [0, 0, 0, 0, 1, 0, 0, 0])
+    md = write_report(out).read_text()
+    assert "P(A>B)" not in md and "P(A > B) over seeds" not in md
+    assert "**One seed: each interval covers this run's problems, not a new training run.**" in md
+    assert "**greedy** (1 seed × 8 problems: each interval covers this run's problems, not a new training run)" in md
+    # d = online − rft = [1,1,1,1,0,0,1,1]: D = 0.75, MS_P = (6·0.25² + 2·0.75²)/7 = 1.5/7, SE = √(1.5/7/8) =
+    # 0.16366, t(0.975, 7) = 2.3646: 0.75 ± 0.387 = [+0.363, +1.137]
+    assert ("DeepSeekMath §5.2.1, Fig. 5, online_rft − rft: greedy holds (+0.750 [+0.363, +1.137]) (1 seed: each "
+            "interval covers this run's problems, not a new training run).") in md
+    assert "decided by the paired test (1 seed: each interval covers this run's problems" in md
+    findings.write(Runs(out), tmp_path)
+    assert "P(A>B)" not in (tmp_path / "pairs.csv").read_text()
+    _finished_run(out, "online_rft", 1, [1, 1, 1, 1, 1, 0, 1, 0])
+    _finished_run(out, "rft", 1, [0, 0, 1, 0, 1, 0, 0, 0])
+    md = write_report(out).read_text()
+    assert "| P(A>B) |" in md and "One seed" not in md and "not a new training run" not in md
+
+
+def test_the_header_says_what_each_part_ran_with(tmp_path):
+    """A folder started at 2 threads and resumed at 1 (grpo seed 0 started at 2, resumed at 1; rft at 1) is not
+    '2 thread(s)': the header gives the range and names the parts. One count everywhere: that count alone."""
+    out = tmp_path / "out"
+    _finished_run(out, "grpo", 0, [1, 0])
+    _finished_run(out, "rft", 0, [0, 1])
+    env = {"torch": {"version": "2.13.0+cpu", "cpu_capability": "AVX2"}, "packages": {"transformers": "5"},
+           "python": "3.11", "device": "cpu", "cpu": "EPYC", "commit": "abc1234def"}
+    for path, threads in ((out / "env.json", 2), (out / "env.resume.json", 1), (out / "grpo/seed0/env.json", 2),
+                          (out / "grpo/seed0/env.resume.json", 1), (out / "rft/seed0/env.json", 1)):
+        path.write_text(json.dumps({**env, "threads": threads}))
+    md = write_report(out).read_text()
+    assert "EPYC, 1–2 thread(s), commit abc1234" in md and "EPYC, 2 thread(s)" not in md
+    assert ("Threads differ between the parts of this folder: the comparison's processes 2 in env.json, 1 in "
+            "env.resume.json; per run, 2 then 1 (resumed): grpo seed 0; 1: rft seed 0.") in md
+    for path in (out / "env.json", out / "env.resume.json", out / "grpo/seed0/env.json",
+                 out / "grpo/seed0/env.resume.json"):
+        path.write_text(json.dumps({**env, "threads": 1}))
+    md = write_report(out).read_text()
+    assert "EPYC, 1 thread(s), commit abc1234" in md and "Threads differ" not in md
+
+
+def _table(pairs: dict) -> pd.DataFrame:
+    """A paired-test table of greedy rows from {(a, b): (diff, separated)}."""
+    return pd.DataFrame([{"a": a, "b": b, "metric": "greedy", "diff": d, "separated": s, "k": 0, "n_seeds": 2,
+                          "n_problems": 50} for (a, b), (d, s) in pairs.items()])
+
+
+def test_the_findings_give_the_groups_the_test_orders():
+    from analysis.findings import groups_text, ordered_groups
+
+    order = ["a", "b", "c", "d"]  # by mean, best first
+    # a, b each beat c and d; c beats d; a − b not separated: {a, b} > c > d
+    full = {("a", "b"): (0.01, False), ("a", "c"): (0.2, True), ("a", "d"): (0.3, True), ("b", "c"): (0.15, True),
+            ("b", "d"): (0.25, True), ("c", "d"): (0.1, True)}
+    assert ordered_groups(order, _table(full)) == ([["a", "b"], ["c"], ["d"]], [])
+    assert groups_text(order, _table(full)) == "it orders {a, b} > c > d"
+    # b − c not separated: no cut between b and c, yet a > c is separated inside {a, b, c}; every one beats d
+    # (the table may hold a pair either way round: d − c, −0.1)
+    gap = {**full, ("b", "c"): (0.05, False)}
+    gap.pop(("c", "d"))
+    gap[("d", "c")] = (-0.1, True)
+    assert ordered_groups(order, _table(gap)) == ([["a", "b", "c"], ["d"]], [("a", "c")])
+    assert groups_text(order, _table(gap)) == "it orders {a, b, c} > d; within {a, b, c}: a > c"
+    # no cut, one separated pair: said as such
+    lone = {k: (v[0], k == ("a", "d")) for k, v in full.items()}
+    assert groups_text(order, _table(lone)) == ("it orders no group of methods above the rest; "
+                                               "within {a, b, c, d}: a > d")
+    # nothing separated: one group, nothing to say
+    none = {k: (v[0], False) for k, v in full.items()}
+    assert ordered_groups(order, _table(none)) == ([["a", "b", "c", "d"]], [])
+    assert groups_text(order, _table(none)) == ""
+
+
+def test_the_report_draws_the_pairs_as_a_matrix_and_keeps_the_sentence_to_groups(tmp_path):
+    """Three methods, two seeds × 12 problems: grpo right on all, rft on alternate halves, sft on none.
+    grpo − rft: d = 0 or 1 (seed 1 the other half), seed and problem means all 0.5, so MS_S = MS_P = 0 and the
+    variance is floored at MS_E/(S·P) with MS_E = 24 · 0.5²/11 = 0.545: SE = √(0.545/24) = 0.151, t(0.975, 11) =
+    2.201, 0.5 ± 0.332: separated; rft − sft likewise; grpo − sft = 1 on every cell. So grpo > rft > sft, and
+    pairs.png is written and linked."""
+    from analysis import findings
+    from analysis.report import pair_matrix
+    from analysis.runs import Runs
+
+    out = tmp_path / "out"
+    for seed in (0, 1):
+        _finished_run(out, "grpo", seed, [1] * 12)
+        _finished_run(out, "rft", seed, [1, 0] * 6 if seed == 0 else [0, 1] * 6)
+        _finished_run(out, "sft", seed, [0] * 12)
+    md = write_report(out).read_text()
+    png = out / "report" / "pairs.png"
+    assert png.is_file() and png.stat().st_size > 0 and "![pairs](pairs.png)" in md
+    assert "3 of 3 pairs separated by the paired test; it orders grpo > rft > sft. Means:" in md
+    assert "grpo > rft (" not in md  # the pairs themselves are in the table and the figure, not the sentence
+    runs = Runs(out)
+    diff, sep = pair_matrix(runs, findings.tests(runs)[0])
+    assert list(diff.index) == ["grpo", "rft", "sft"] and list(diff.columns) == ["grpo", "rft", "sft"]
+    # row − column: grpo 1.0, rft 0.5, sft 0.0
+    assert diff.loc["grpo", "sft"] == pytest.approx(1.0) and diff.loc["sft", "rft"] == pytest.approx(-0.5)
+    assert diff.loc["rft", "grpo"] == pytest.approx(-0.5) and math.isnan(diff.loc["rft", "rft"])
+    assert sep.loc["grpo", "sft"] and sep.loc["sft", "grpo"] and not sep.loc["rft", "rft"]
+
+
+@pytest.mark.parametrize("heldout, says", [
+    (500, "32 problems (the same models re-scored: python -m gcframe.evaluate OUT --problems 32) would halve that"),
+    (16, "32 problems (more than the task's 16 held-out problems: new runs with task.n_heldout >= 32, then "
+         "re-scored) would halve that")])
+def test_the_design_says_what_halving_takes(tmp_path, heldout, says):
+    """1 seed × 8 problems: halving the SE takes 4 × 8 = 32 problems (Var = MS_P/P). Within task.n_heldout that is
+    a re-scoring of the same models; past it (the user saw "2000 problems would halve that" with 500 held out), new
+    runs with a larger task.n_heldout."""
+    out = tmp_path / "out"
+    _finished_run(out, "online_rft", 0, [1, 1, 1, 1, 1, 0, 1, 1])
+    _finished_run(out, "rft", 0, [0, 0, 0, 0, 1, 0, 0, 0])
+    for d in (out / "online_rft" / "seed0", out / "rft" / "seed0"):
+        cfg = yaml.safe_load((d / "config.yaml").read_text())
+        (d / "config.yaml").write_text(yaml.safe_dump({**cfg, "task": {"n_heldout": heldout}}))
+    md = write_report(out).read_text()
+    assert f"| 32 | {heldout} |" in md  # problems to halve it, the task's held-out problems
+    assert says in md

@@ -115,8 +115,10 @@ def test_the_base_is_scored_once_and_each_method_tested_against_it(out, tiny_bas
     findings.write(runs, tmp_path)
     written = (tmp_path / "gains.csv").read_text()
     assert written.startswith("method,metric,over,gain [95% interval]") and written.count("\ngrpo,") == 4
-    assert (f"Over the {runs.base_label} (0.250 greedy; 1 seed × 16 problems): grpo +0.125 [-0.057, +0.307], not "
-            "separated; rloo -0.125") in (tmp_path / "findings.md").read_text()
+    assert (f"Over the {runs.base_label} (0.250 greedy; 1 seed × 16 problems: each interval covers this run's "
+            "problems, not a new training run): grpo +0.125 [-0.057, +0.307], not separated; rloo -0.125"
+            ) in (tmp_path / "findings.md").read_text()
+    assert "P(A>B)" not in written  # one seed: 0 or 1 always, left out
 
 
 def test_a_model_another_process_holds_is_left_to_it(out, capsys):
@@ -179,3 +181,57 @@ def test_a_bad_count_names_its_own_flag_only(tmp_path, flag, value, expect, othe
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and expect in res.stderr, res.stderr
     assert other not in res.stderr
 
+
+
+def _copy(out: Path, to: Path) -> Path:
+    import shutil
+
+    shutil.copytree(out, to, ignore=shutil.ignore_patterns("rescored", "report"))
+    return to
+
+
+def test_only_what_this_process_scored_is_counted(out, tmp_path, capsys, monkeypatch):
+    """grpo's file was written before this process started (kept, not "re-scored 1 model(s) in 0 s"); rloo's is
+    written by another process between this one's look and its claim (it then holds a free claim to a finished
+    model): kept too, never scored twice and never counted by both processes (the user saw a count one too high)."""
+    import gcframe.evaluate.rescore as rescore
+    from gcframe.tracking import claims
+
+    copy = _copy(out, tmp_path / "out")
+    done = copy / "grpo" / "seed0" / "rescored" / "final-n6-k0.jsonl"
+    done.parent.mkdir()
+    done.write_text("{}\n")
+    real = claims.acquire
+
+    def acquire(claim):  # the other process finishes rloo and lets go just before this one claims it
+        if "rloo" in str(claim):
+            claim.parent.mkdir(exist_ok=True)
+            claim.with_suffix(".jsonl").write_text("{}\n")
+        return real(claim)
+
+    def no_model(*a, **k):
+        raise AssertionError("a model whose file exists was scored again")
+
+    monkeypatch.setattr(claims, "acquire", acquire)
+    monkeypatch.setattr(rescore, "load_final", no_model)
+    assert main([str(copy), "--problems", "6", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "re-scored 0 model(s) on 6 held-out problems (k = 0) in 0 s; 2 already scored, kept" in printed
+    assert not list(copy.rglob("*.claim"))  # the claim taken on a finished model is let go
+
+
+def test_one_run_scored_alone_points_to_the_comparison_and_its_other_runs(out, tmp_path, capsys):
+    """After scoring OUT/grpo/seed0 alone, the suggestion is the report of OUT (a run folder is not a comparison:
+    the user's `python -m analysis.report RUN/grpo/seed0` failed), after scoring the other runs on the same
+    problems; the report then names the re-scoring that rloo lacks."""
+    from analysis.report import write_report
+
+    copy = _copy(out, tmp_path / "out")
+    assert main([str(copy / "grpo" / "seed0"), "--problems", "5", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.strip().splitlines()[-1] == (
+        f"the report pairs methods only on a re-scoring every run has: score the other runs of {copy} too (python -m "
+        f"gcframe.evaluate {copy} --problems 5 --k 0; this one is kept), then python -m analysis.report {copy}")
+    md = write_report(copy).read_text()
+    assert (f"the re-scoring on 5 problems (k = 0) is left out: 1 of 2 runs have it, not rloo seed 0; score them with "
+            f"python -m gcframe.evaluate {copy} --problems 5 --k 0") in md

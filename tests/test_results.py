@@ -199,6 +199,27 @@ def test_a_pipeline_recipe_chains_its_stages_and_rescores(tmp_path, monkeypatch)
     assert collected == [("word_problems_pipeline", ""), ("word_problems_pipeline-sft", "sft_stage_")]
 
 
+def test_compare_rows_says_column_by_column_what_a_regenerated_result_repeats(tmp_path):
+    """`reproduce.py default --seeds 0` against the committed 3-seed summary: rows matched by method and seed, numbers
+    equal to the committed file's 4 decimals, time the only column that differs (the user saw no comparison)."""
+    committed, new = tmp_path / "committed.csv", tmp_path / "new.csv"
+    committed.write_text("method,seed,final_accuracy,time_s,steps\n"
+                         "grpo,0,0.4167,233.1,100\ngrpo,1,0.4000,240.2,100\nrft,0,0.3000,120.0,100\n")
+    # 0.41666667 agrees with 0.4167 to 4 decimals (|Δ| 3.3e-5 <= 5e-5); sft seed 0 has no committed row
+    new.write_text("method,seed,final_accuracy,time_s,steps,extra\n"
+                   "grpo,0,0.41666667,241.7,100,x\nrft,0,0.3,120.0,100,y\nsft,0,0.2,50.0,100,z\n")
+    assert results.compare_rows(new, committed).splitlines() == [
+        f"{new} against the committed {committed}: 2 of 3 rows matched by method, seed (3 committed rows)",
+        "  equal in every matched row: final_accuracy, steps",
+        "  differ: time_s in 1 of 2 rows (committed → new: grpo seed 0: 233.1 → 241.7)",
+        "  not in the committed file: sft seed 0",
+        "  only in the new file: extra"]
+    # a value off at the committed precision differs
+    new.write_text("method,seed,final_accuracy\ngrpo,0,0.4168\n")
+    assert "  differ: final_accuracy in 1 of 1 rows (committed → new: grpo seed 0: 0.4167 → 0.4168)" in \
+        results.compare_rows(new, committed).splitlines()
+
+
 def test_reproduce_list_puts_every_description_in_one_column():
     """`reproduce.py --list`: a name longer than the others (word_problems_pipeline, 22 characters) does not push its
     description out of the column: every description and command starts at the longest name's width + 2."""

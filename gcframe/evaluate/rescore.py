@@ -155,10 +155,24 @@ def main(argv=None) -> int:
     threads.setup(args.threads)  # torch's threads for this machine's load, printed first
     if args.base:  # the runs share their base (check_same_task): one model, scored at step 0 with the first seed
         work.append((path, configs[0], "base", 0, None))
-    return _rescore(args, path, work)
+    return _rescore(args, path, work, single=runs == [path])
 
 
-def _rescore(args, path: Path, work: list) -> int:
+def next_step(path: Path, single: bool, n: int, k: int) -> str:
+    """What to run once the models are scored: the report of the comparison folder (OUT, not a run folder, which it
+    cannot read), after scoring its other runs on the same problems when one run was scored alone (the report pairs
+    methods only on a re-scoring every run has)."""
+    if not single:
+        return f"the report pairs methods on them: python -m analysis.report {path}"
+    if not (path.name.startswith("seed") and path.name[4:].isdigit()):
+        return "the report reads a compare.py folder (OUT/<method>/seed<k>): score its runs together"
+    out = path.parent.parent
+    return (f"the report pairs methods only on a re-scoring every run has: score the other runs of {out} too "
+            f"(python -m gcframe.evaluate {out} --problems {n} --k {k}; this one is kept), then python -m "
+            f"analysis.report {out}")
+
+
+def _rescore(args, path: Path, work: list, single: bool = False) -> int:
     from gcframe import pipeline
     from gcframe.config import from_dict
     from gcframe.evaluate.problems import RESCORED, heldout_rows, write_rows
@@ -172,16 +186,20 @@ def _rescore(args, path: Path, work: list) -> int:
                         "task.n_heldout (a held-out problem must never have been a training prompt)")
     rows = heldout_rows(task, n)
     show = not args.no_progress
-    done, elsewhere, t_start = [], [], time.time()
+    scored, kept, elsewhere, t_start = [], [], [], time.time()  # scored: by this process; kept: already written
     for run, raw, name, step, model_path in work:
         out = run / RESCORED / f"{name}-n{n}-k{args.k}.jsonl"
         label = "base model" if name == "base" else f"{run.parent.name} {run.name} {name}"
         if out.is_file():
-            done.append((label, out))
+            kept.append(label)
             continue
         claim = out.with_suffix(".claim")
         if not claims.acquire(claim):
             elsewhere.append(label)
+            continue
+        if out.is_file():  # another process wrote it and let go between the check above and this claim
+            claims.release(claim)
+            kept.append(label)
             continue
         try:
             run_cfg = from_dict(raw)
@@ -196,17 +214,18 @@ def _rescore(args, path: Path, work: list) -> int:
             t0 = time.time()
             records = score(model, tok, run_cfg, task, rows, args.k, run_cfg.seed, step, show, label)
             write_rows(out, step, records, append=False)
-            done.append((label, out))
+            scored.append(label)
             acc = sum(r["greedy_correct"] for r in records) / len(records)
             print(f"{label}: greedy {acc:.3f} on {n} problems ({time.time() - t0:.0f} s) -> {out}", flush=True)
         finally:
             claims.release(claim)
-    print(f"\nre-scored {len(done)} model(s) on {n} held-out problems (k = {args.k}) in {time.time() - t_start:.0f} s; "
-          f"per-problem rows in <run>/{RESCORED}/*-n{n}-k{args.k}.jsonl")
+    print(f"\nre-scored {len(scored)} model(s) on {n} held-out problems (k = {args.k}) in "
+          f"{time.time() - t_start:.0f} s" + (f"; {len(kept)} already scored, kept" if kept else "")
+          + f"; per-problem rows in <run>/{RESCORED}/*-n{n}-k{args.k}.jsonl")
     if elsewhere:
         print(f"{len(elsewhere)} model(s) are being scored by another process: {', '.join(elsewhere)}")
     else:
-        print(f"the report pairs methods on them: python -m analysis.report {path}")
+        print(next_step(path, single, n, args.k))
     return 0
 
 
