@@ -43,6 +43,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
 from analysis.atlas import RESOLVED  # noqa: E402
+from experiments.compare_config import QUICK as COMPARE_QUICK  # noqa: E402
 from experiments.lab_common import add_out_args, finish, fresh_out  # noqa: E402
 from gcframe.batch import Batch, pad_right  # noqa: E402
 from gcframe.engine import token_logprobs, weighted_mle_loss  # noqa: E402
@@ -55,10 +56,14 @@ ROOT = Path(__file__).resolve().parent
 FULL = dict(prompts=64, draws=192, rl_steps=30, eps=1e-6, aux_warmup=60, rft_pool=512, critic_steps=60,
             critic_every=15, critic_prompts=48, critic_group=8, sft_steps=None, critic_sft_steps=1000)
 QUICK = dict(prompts=16, draws=12, rl_steps=4, eps=1e-4, aux_warmup=8, rft_pool=64, critic_steps=6,
-             critic_every=3, critic_prompts=12, critic_group=4, sft_steps=300, critic_sft_steps=300)
+             critic_every=3, critic_prompts=12, critic_group=4, sft_steps=300, critic_sft_steps=300,
+             stage1={k: v for k, v in COMPARE_QUICK["sft_base"].items() if k not in ("steps", "batch_size")})
 """sft_steps: stage 1 of the atlas's base (None: the default comparison's, shared with its cache; --quick: a
-300-step base, as gcframe.verify's, so that a quick run from an empty cache stays within minutes);
-critic_sft_steps: stage 1 of the critic task's own base (atlas_critic.py)."""
+300-step base, as compare.py --quick's, so that a quick run from an empty cache stays within minutes);
+critic_sft_steps: stage 1 of the critic task's own base (atlas_critic.py); stage1: what --quick's stage 1 replaces
+of the config's, for both bases: compare.py --quick's rule, all its steps (no stopping rule, no evaluations), since a
+300-step base cannot reach the default's target (0.128 of 0.40 after 300 steps) and its evaluations every 2 steps
+are most of a quick run's time."""
 STEP = dict(prompts_per_step=8, group_size=8)
 """One drawn step: B = 8 prompts × G = 8 (64 sequences; the comparison's G, half its B, to afford more draws)."""
 
@@ -68,12 +73,12 @@ def load_config(spec: dict, overrides: dict | None = None):
     from gcframe import pipeline
     from gcframe.config import from_dict, load_yaml
 
-    raw = load_yaml(ROOT / "configs/default.yaml")
+    raw = load_yaml(ROOT / "configs/mid_curve_base.yaml")
     raw.pop("run", None)
     raw["train"] = {**raw.get("train", {}), "eval_every": 0, "eval_k": 0, "sample_every": 0, "checkpoint_every": 0}
     raw.setdefault("methods", {}).setdefault("rft", {})["pool_size"] = spec["rft_pool"]
     if spec.get("sft_steps"):
-        raw["sft_base"] = {**raw.get("sft_base", {}), "steps": spec["sft_steps"]}
+        raw["sft_base"] = {**raw.get("sft_base", {}), "steps": spec["sft_steps"], **spec.get("stage1", {})}
     for section, values in (overrides or {}).items():
         raw[section] = {**raw.get(section, {}), **values}
     return pipeline.prepare(from_dict(raw))

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
-from gcframe.errors import UserError, cli_entry  # noqa: E402
+from gcframe.errors import UserError, check_writable, cli_entry  # noqa: E402
 from gcframe.tracking import threads  # noqa: E402
 
 from experiments.compare_config import (  # noqa: E402  (the configuration's layers; tests and sweeps import them here)
@@ -69,6 +69,10 @@ def parse_args(argv=None):
                    "textbook losses) from this file first; repeat for several files")
     p.add_argument("--report-to", metavar="TRACKERS", help="also send every metrics row to these trackers, comma-"
                    "separated: tensorboard, trackio, wandb, mlflow (train.report_to)")
+    p.add_argument("--tune", nargs="?", const="", metavar="RATES", help="first choose each method's learning rate "
+                   "on the validation problems: one short run per rate (the config's tune section, or these comma-"
+                   "separated RATES), the same number for every method; then every run at its method's chosen rate "
+                   "(experiments/tune.py; OUT/tune/)")
     p.add_argument("--list-methods", action="store_true", help="print the registered methods, one line each, and exit")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -84,9 +88,9 @@ def prepare_out(args, accelerator) -> Path:
         return out  # checked by resumed_config
     check_out(out, args.overwrite)  # again: the folder may have appeared while the model or base was prepared
     if accelerator.is_main_process:
-        if out.exists() and args.overwrite:
-            shutil.rmtree(out)
         try:
+            if out.exists() and args.overwrite:
+                shutil.rmtree(out)
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:  # a parent that is a file, no permission, a read-only disk
             raise UserError(f"cannot create output folder '{out}' ({e.strerror or type(e).__name__}): choose "
@@ -105,6 +109,23 @@ def check_out(out: Path, overwrite: bool) -> None:
     parent = next((p for p in out.absolute().parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise UserError(f"cannot create output folder '{out}': '{parent}' is a file: choose another --out")
+    fix = f"choose another --out, or make it writable (output folder '{out}')"
+    if overwrite and out.exists():  # nothing is deleted unless all of it can be (rmtree would stop half-way)
+        check_writable(out.absolute().parent, fix)
+    check_writable(out, fix, below=overwrite)
+
+
+def check_resume(out: Path, cfg, names: list[str], seeds: list[int]) -> None:
+    """Before a --resume writes anything: OUT and everything in it must be writable, and every unfinished run
+    that has checkpoints must have one that can be read (`checkpoint.check_resumable`)."""
+    from gcframe.tracking import checkpoint
+
+    check_writable(out, f"make it writable to continue the comparison in '{out}'", below=True)
+    for label in names:
+        for seed in seeds:
+            run_dir = out / label / f"seed{seed}"
+            if checkpoint.finished(run_dir, run_config(cfg, label, seed)[1].train.steps) is None:
+                checkpoint.check_resumable(run_dir)
 
 
 def quiet_library_bars() -> None:
@@ -188,94 +209,14 @@ def interrupted_line(out: Path, where: dict) -> str:
             f"{kept}; continue with: {resume}")
 
 
-@cli_entry
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    where: dict = {}  # what runs now, for the line Ctrl-C prints
-    try:
-        return _main(args, where)
-    except KeyboardInterrupt:
-        out = Path(args.out or ".")
-        print(interrupted_line(out, where), file=sys.stderr, flush=True)
-        return 130
-
-
-def _main(args, where: dict) -> int:
-    if args.methods_from:  # the user's own methods, registered before any name is looked up
-        from gcframe import plugins
-
-        args.methods_from = [str(Path(f).expanduser().resolve()) for f in args.methods_from]
-        plugins.load(args.methods_from)
-    if args.no_progress or not sys.stderr.isatty():  # a redirected stderr gets no bars (tqdm's disable=None)
-        quiet_library_bars()  # "Generating train split", "Converting and de-quantizing GGUF tensors"
-    if args.no_progress:
-        from gcframe.tracking import progress
-
-        progress.set_enabled(False)  # no bars, and no plain progress lines either
-    if args.list_methods:
-        from gcframe.plugins import describe
-        from methods import REGISTRY
-
-        width = max(map(len, REGISTRY))
-        print("\n".join(f"{name:<{width}}  {describe(cls)}" for name, cls in REGISTRY.items()))
-        return 0
-    cfg, seeds = build_config(args)
-    names = method_names(args, cfg)
-    if not args.resume:
-        args.out = args.out or f"runs/compare-{time.strftime('%Y%m%d-%H%M%S')}"
-        check_out(Path(args.out), args.overwrite)  # before a model is converted or a base trained
-    # torch's threads for this machine's load (a resume keeps the count its folder was started with)
-    threads.setup(args.threads, Path(args.resume) / "env.json" if args.resume else None)
-
-    from gcframe import pipeline
-    from gcframe.rewards import functions as reward_funcs
+def run_cells(out: Path, cfg, names: list[str], seeds: list[int], *, base_dir, task, acc, rm, args, where: dict,
+              tracker_names, show: bool) -> list[dict] | None:
+    """Train every (label, seed) cell of a comparison into OUT/<label>/seed<k> -> summary rows, in label-then-seed
+    order; None when a cell is still running in another process (which then writes the summary). A finished cell
+    is read back, a cell another process holds (a claim file) is skipped and read at the end."""
     from gcframe.tracking import checkpoint, claims, final_model, trackers
     from gcframe.tracking.env import write_env
-    from gcframe.tracking.log import write_yaml
-    from gcframe.trainer import Trainer, make_accelerator
-    from methods import get_method
-
-    cfg, task = pipeline.prepare(cfg)
-    reward_funcs.attach(task, cfg.train)  # the user's reward functions, imported and tried before anything is written
-    for label in names:  # a method that cannot run on this model is refused before any run starts
-        get_method(label.split("@", 1)[0]).check_model(run_config(cfg, label, cfg.seed)[1], task, task.fmt.tok)
-    if args.quick and not cfg.model.path:
-        quick_stage1(cfg, task)
-    tracker_names = trackers.names(cfg.train.report_to)
-    acc = make_accelerator()
-    out = prepare_out(args, acc)
-    if args.quick and (line := quick_line(args.quick_replaced, cfg, names)):
-        acc.print(line)
-    show = not args.no_progress
-    if acc.is_main_process and not args.resume:
-        extra = {"methods_from": args.methods_from} if args.methods_from else {}
-        write_yaml(out / "config.yaml", {"methods_run": names, "seeds": seeds, **extra, **cfg.to_dict()})
-    if acc.is_main_process and getattr(args, "methods_from_moved", False):  # a later --resume finds them there
-        from gcframe.config import load_yaml
-
-        write_yaml(out / "config.yaml", {**load_yaml(out / "config.yaml"), "methods_from": args.methods_from})
-    if acc.is_main_process:  # what made these results: versions, BLAS, threads, commit (a resume: env.resume.json)
-        write_env(out / ("env.resume.json" if args.resume else "env.json"))
-    where["config_written"] = True
-    where["phase"] = "while the SFT base was trained (it is trained again on --resume)"
-    base_dir, base_info = pipeline.sft_base(cfg, task, acc, show_progress=show)
-    if base_info.get("pretrained"):
-        acc.print(f"base model: {cfg.model.path} (pretrained, no stage 1; prompts: {task.fmt.name}; its held-out "
-                  "accuracy is every run's step-0 evaluation)")
-    else:
-        acc.print(f"SFT base: {base_dir} (held-out accuracy {base_info['eval_accuracy']:.3f} on "
-                  f"{min(cfg.train.eval_size, len(task.heldout))} problems)")
-    rm = None
-    if cfg.train.reward == "reward_model":  # the seed's stage 2: r_φ trained once on preferences (cached)
-        import json
-
-        from gcframe.rewards.model import load_or_train
-
-        rm, rm_info = load_or_train(cfg, task, base_dir, acc, show_progress=show)
-        acc.print(f"reward model: held-out pairwise accuracy {rm_info['heldout_accuracy']:.3f} "
-                  f"({rm_info['preferences']['train_pairs']} training pairs, {rm_info['train_time_s']:.0f} s)")
-        if acc.is_main_process:
-            (out / "reward_model.json").write_text(json.dumps(rm_info, indent=1))
+    from gcframe.trainer import Trainer
 
     rows, elsewhere = [], []  # elsewhere: cells another process holds
     for label in names:
@@ -312,18 +253,127 @@ def _main(args, where: dict) -> int:
                     claims.release(claim)
             where["phase"] = f"after {label} seed {seed} finished"
             rows.append(summary_row(label, seed, run_dir, res))
-            acc.print(f"{label:>12} seed {seed}: held-out accuracy {res['final_accuracy']:.3f} "
+            acc.print(f"{label:>12} seed {seed}: {run_cfg.train.eval_split} accuracy {res['final_accuracy']:.3f} "
                       f"({res['steps']} steps, {res['time_s']:.{1 if res['time_s'] < 10 else 0}f} s)")
     for label, seed in elsewhere:  # finished meanwhile by the other process: its row joins the summary
         res = checkpoint.finished(out / label / f"seed{seed}", run_config(cfg, label, seed)[1].train.steps)
         if res is None:
             acc.print(f"{label} seed {seed} is still running in another process: the summary and the report are "
                       f"left to it (or to `compare.py --resume {out}` once it has finished)")
-            return 0
+            return None
         rows.append(summary_row(label, seed, out / label / f"seed{seed}", res))
     if elsewhere:
         order = [(label, seed) for label in names for seed in seeds]
         rows.sort(key=lambda r: order.index((r["method"], r["seed"])))
+    return rows
+
+
+@cli_entry
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    where: dict = {}  # what runs now, for the line Ctrl-C prints
+    try:
+        return _main(args, where)
+    except KeyboardInterrupt:
+        out = Path(args.out or ".")
+        print(interrupted_line(out, where), file=sys.stderr, flush=True)
+        return 130
+
+
+def _main(args, where: dict) -> int:
+    if args.methods_from:  # the user's own methods, registered before any name is looked up
+        from gcframe import plugins
+
+        args.methods_from = [str(Path(f).expanduser().resolve()) for f in args.methods_from]
+        plugins.load(args.methods_from)
+    if args.no_progress or not sys.stderr.isatty():  # a redirected stderr gets no bars (tqdm's disable=None)
+        quiet_library_bars()  # "Generating train split", "Converting and de-quantizing GGUF tensors"
+    if args.no_progress:
+        from gcframe.tracking import progress
+
+        progress.set_enabled(False)  # no bars, and no plain progress lines either
+    if args.list_methods:
+        from gcframe.plugins import describe
+        from methods import REGISTRY
+
+        width = max(map(len, REGISTRY))
+        print("\n".join(f"{name:<{width}}  {describe(cls)}" for name, cls in REGISTRY.items()))
+        return 0
+    cfg, seeds = build_config(args)
+    names = method_names(args, cfg)
+    if not args.resume:
+        args.out = args.out or f"runs/compare-{time.strftime('%Y%m%d-%H%M%S')}"
+        check_out(Path(args.out), args.overwrite)  # before a model is converted or a base trained
+    else:
+        check_resume(Path(args.out), cfg, names, seeds)
+    # torch's threads for this machine's load (a resume keeps the count its folder was started with)
+    threads.setup(args.threads, Path(args.resume) / "env.json" if args.resume else None)
+
+    from gcframe import pipeline
+    from gcframe.rewards import functions as reward_funcs
+    from gcframe.config import load_yaml
+    from gcframe.tracking import trackers
+    from gcframe.tracking.env import write_env
+    from gcframe.tracking.log import write_yaml
+    from gcframe.trainer import make_accelerator
+    from methods import get_method
+
+    cfg, task = pipeline.prepare(cfg)
+    reward_funcs.attach(task, cfg.train)  # the user's reward functions, imported and tried before anything is written
+    for label in names:  # a method that cannot run on this model is refused before any run starts
+        get_method(label.split("@", 1)[0]).check_model(run_config(cfg, label, cfg.seed)[1], task, task.fmt.tok)
+    if args.quick and not cfg.model.path:
+        quick_stage1(cfg, task)
+    tracker_names = trackers.names(cfg.train.report_to)
+    acc = make_accelerator()
+    out = prepare_out(args, acc)
+    if args.quick and (line := quick_line(args.quick_replaced, cfg, names)):
+        acc.print(line)
+    show = not args.no_progress
+    if acc.is_main_process and not args.resume:
+        extra = {"methods_from": args.methods_from} if args.methods_from else {}
+        if args.tune_spec:  # a --resume continues the tuning from OUT/tune/
+            extra["tune"] = args.tune_spec
+        from gcframe.evaluate.problems import split_names
+
+        write_yaml(out / "config.yaml", {"methods_run": names, "seeds": seeds, **extra, **cfg.to_dict(),
+                                         "splits": split_names(task)})
+    if acc.is_main_process and getattr(args, "methods_from_moved", False):  # a later --resume finds them there
+        write_yaml(out / "config.yaml", {**load_yaml(out / "config.yaml"), "methods_from": args.methods_from})
+    if acc.is_main_process:  # what made these results: versions, BLAS, threads, commit (a resume: env.resume.json)
+        write_env(out / ("env.resume.json" if args.resume else "env.json"))
+    where["config_written"] = True
+    where["phase"] = "while the SFT base was trained (it is trained again on --resume)"
+    base_dir, base_info = pipeline.sft_base(cfg, task, acc, show_progress=show)
+    if base_info.get("pretrained"):
+        acc.print(f"base model: {cfg.model.path} (pretrained, no stage 1; prompts: {task.fmt.name}; its held-out "
+                  "accuracy is every run's step-0 evaluation)")
+    else:
+        acc.print(f"SFT base: {base_dir} (held-out accuracy {base_info['eval_accuracy']:.3f} on "
+                  f"{min(cfg.train.eval_size, len(task.heldout))} problems)")
+    rm = None
+    if cfg.train.reward == "reward_model":  # the seed's stage 2: r_φ trained once on preferences (cached)
+        import json
+
+        from gcframe.rewards.model import load_or_train
+
+        rm, rm_info = load_or_train(cfg, task, base_dir, acc, show_progress=show)
+        acc.print(f"reward model: held-out pairwise accuracy {rm_info['heldout_accuracy']:.3f} "
+                  f"({rm_info['preferences']['train_pairs']} training pairs, {rm_info['train_time_s']:.0f} s)")
+        if acc.is_main_process:
+            (out / "reward_model.json").write_text(json.dumps(rm_info, indent=1))
+
+    ctx = dict(base_dir=base_dir, task=task, acc=acc, rm=rm, args=args, where=where, tracker_names=tracker_names,
+               show=show)
+    if args.tune_spec:  # each method's rate chosen on validation first (OUT/tune/), then every run at its chosen rate
+        from experiments import tune
+
+        cfg = tune.tune(cfg, names, out, run_cells, **ctx)
+        if acc.is_main_process:
+            write_yaml(out / "config.yaml", {**load_yaml(out / "config.yaml"), "methods": cfg.methods})
+    rows = run_cells(out, cfg, names, seeds, **ctx)
+    if rows is None:
+        return 0
     if acc.is_main_process:
         import pandas as pd
 
@@ -331,6 +381,17 @@ def _main(args, where: dict) -> int:
         df.to_csv(out / "summary.csv", index=False)
         print("\n" + console_table(df))
         print(f"\nresults: {out}/summary.csv; runs: {out}/<method>/seed<k>/metrics.jsonl")
+    if cfg.train.eval_split == "validation" and acc.num_processes > 1:
+        acc.print(f"the runs were evaluated on validation problems: score them on the test problems with "
+                  f"python -m gcframe.evaluate {out} --problems {len(task.heldout)} --k {cfg.train.eval_k} --base")
+    elif cfg.train.eval_split == "validation":  # the runs' curves were on validation: findings are scored on test
+        where["phase"] = "while the final models were scored on the test problems (the runs are finished)"
+        from gcframe.evaluate import rescore
+
+        acc.print(f"scoring every final model and the base on the {len(task.heldout)} test problems "
+                  f"(k = {cfg.train.eval_k}): the findings' problems")
+        rescore.run(rescore.parse_args([str(out), "--problems", str(len(task.heldout)), "--k",
+                                        str(cfg.train.eval_k), "--base", *(["--no-progress"] if not show else [])]))
     where["phase"] = "while the GC view was computed (the runs are finished)"
     from analysis import gc_view
 

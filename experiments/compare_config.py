@@ -14,15 +14,16 @@ DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "default.yaml"  #
 
 QUICK = {  # a smoke configuration: tiny SFT base, few steps, small batches
     "task": {"n_heldout": 100},  # only where the config leaves it unset: a user's data keeps its own sizes
-    "sft_base": {"steps": 300, "batch_size": 64, "target_accuracy": 0.0, "eval_every": 0},  # all its steps, no stops
-    "train": {"steps": 8, "prompts_per_step": 8, "group_size": 4, "eval_every": 0, "eval_size": 100,
-              "sample_every": 4},
+    "sft_base": {"steps": 300, "batch_size": 64, "target_accuracy": 0.0, "patience": 0, "eval_every": 0},  # all
+    # its steps, no stops
+    "train": {"steps": 8, "prompts_per_step": 8, "group_size": 4, "eval_every": 0, "eval_points": 0,
+              "eval_size": 100, "sample_every": 4},
 }
 """--quick's values. A size the config sets lower is kept (--quick shrinks, it never grows: a config's group_size 1
 stays 1, and grpo refuses it as it would without --quick); eval_every and sample_every are --quick's whatever the
 config says. A config value --quick replaced is named in one line before the run starts."""
-QUICK_CADENCE = {"eval_every", "sample_every"}  # --quick's own, not a size: set, not capped
-QUICK_FORCED = {"steps", "eval_every", "eval_size", "sample_every"}  # --quick's, even over a variant's own
+QUICK_CADENCE = {"eval_every", "eval_points", "sample_every", "patience"}  # --quick's own, not a size: set, not capped
+QUICK_FORCED = {"steps", "eval_every", "eval_points", "eval_size", "sample_every"}  # --quick's, even over a variant's own
 QUICK_PRETRAINED_EVAL_SIZE = 32  # --quick on a pretrained model: a real model's evaluation takes minutes per 100
 QUICK_STAGE1_TOKENS = 300 * 64 * 11
 """--quick's stage 1 on the tiny model, in demonstration tokens: steps x batch x the longest demonstration (every
@@ -38,6 +39,10 @@ def build_config(args):
     if args.config and not args.resume:  # relative paths in a config file are read from the file's folder
         raw = resolve_paths(raw, Path(args.config).expanduser().resolve().parent)
     run = raw.pop("run", None) or {}
+    raw.pop("splits", None)  # a resumed folder's record of its problem sets, not an option
+    args.tune_spec = tune_spec(raw.pop("tune", None), args)
+    if args.tune_spec and args.quick:  # a smoke tuning: each trial as short as --quick's runs
+        args.tune_spec["steps"] = min(args.tune_spec["steps"] or QUICK["train"]["steps"], QUICK["train"]["steps"])
     from_dict(raw)  # every layer is checked on its own: a bad value must not hide behind --quick or --steps  # compare.py's own section: which methods and seeds to run
     if not isinstance(run, dict) or set(run) - {"methods", "seeds"}:
         raise UserError(f"config section 'run' must be a mapping with keys methods and/or seeds, got {run!r}")
@@ -73,11 +78,30 @@ def build_config(args):
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [cfg.seed]
     except ValueError:
         raise UserError(f"{seeds_from} must be comma-separated integers like 0,1,2, got '{args.seeds}'") from None
+    if min(seeds) < 0:  # a run's folder is OUT/<method>/seed<k>, and the seed drives torch's generators
+        raise UserError(f"{seeds_from} {args.seeds}: a seed must be a whole number >= 0, got {min(seeds)}")
     if len(set(seeds)) < len(seeds):  # the same run twice: duplicate summary rows and a spread of 0 from one run
         twice = sorted({s for s in seeds if seeds.count(s) > 1})
         raise UserError(f"seed {', '.join(map(str, twice))} is listed twice in {seeds_from} {args.seeds}: each seed "
                         "runs once")
     return cfg, seeds
+
+
+def tune_spec(section, args) -> dict | None:
+    """The tuning to run (experiments/tune.py) -> {lr: [rates], steps, seed}, or None: --tune turns it on, with its
+    RATES or the config's `tune:` section; a resumed folder's config.yaml holds the spec it was started with."""
+    if getattr(args, "tune", None) is None and not (args.resume and section):
+        return None
+    from experiments.tune import check_spec
+
+    spec = dict(section or {})
+    if getattr(args, "tune", None):
+        try:
+            spec["lr"] = [float(x) for x in args.tune.split(",") if x.strip()]
+        except ValueError:
+            raise UserError(f"--tune takes comma-separated learning rates like 1e-5,3e-5,1e-4,3e-4, got "
+                            f"'{args.tune}'") from None
+    return check_spec(spec)
 
 
 def quick_layer(raw: dict, quick: dict, user: bool, flags: set) -> tuple[dict, dict]:
@@ -157,7 +181,7 @@ def resumed_config(args) -> dict:
     from gcframe.config import load_yaml
 
     given = [f"--{k.replace('_', '-')}" for k in ("config", "methods", "steps", "seeds", "out", "model", "quick",
-                                                   "overwrite", "eval_size", "eval_every")
+                                                   "overwrite", "eval_size", "eval_every", "tune")
              if getattr(args, k) not in (None, False)]
     if given:
         raise UserError(f"--resume takes the configuration from {args.resume}/config.yaml: drop {', '.join(given)}")

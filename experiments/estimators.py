@@ -48,7 +48,7 @@ from experiments.lab_common import add_out_args, finish, fresh_out
 
 ROOT = Path(__file__).resolve().parent
 FULL = dict(prompts=24, groups=(2, 4, 8, 16, 32, 64), n=64, critic_steps=100, rl_steps=30, rl_snapshots=(5, 15, 30),
-            kl_prompts=32, kl_samples=4, grad_prompts=4, config="configs/default.yaml")
+            kl_prompts=32, kl_samples=4, grad_prompts=4, config="configs/mid_curve_base.yaml")
 QUICK = dict(prompts=3, groups=(2, 4, 8, 16, 32, 64), n=64, critic_steps=20, rl_steps=8, rl_snapshots=(4, 8),
              kl_prompts=8, kl_samples=4, grad_prompts=2, config=None)
 RL = dict(prompts_per_step=16, group_size=8, epochs=4, lr=1e-4, steps=1, eval_every=0, eval_k=0, eval_size=8,

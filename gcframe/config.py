@@ -39,6 +39,7 @@ class ModelSection(ModelConfig):
     base with the adapter disabled, not a second copy of the weights. 0 = train all weights."""
 
 
+EVAL_SPLITS = ("test", "validation")  # train.eval_split
 SHARD_MODES = ("none", "fsdp2")  # train.shard (gcframe.sharding)
 RUNTIME_MODEL_OPTIONS = ("bf16", "gradient_checkpointing", "lora_rank")  # how stage 2 computes, not which base
 
@@ -57,15 +58,20 @@ class SFTBaseConfig:
     """After warm-up: constant, or cosine (decays to 0 at the last step, so the base ends where the loss has
     settled rather than on a noisy point of a constant-lr trajectory)."""
     target_accuracy: float = 0.0
-    """Stop stage 1 at the first evaluation where the base's greedy accuracy on the held-out problems (the first
-    train.eval_size, which every method is then scored on) reaches this; `steps` is then a cap, and a base that never
+    """Stop stage 1 at the first evaluation where the base's greedy accuracy on the stage-1 problems (the validation
+    set when the task has one, else the first train.eval_size test problems) reaches this; `steps` is then a cap, and a base that never
     reaches it is refused, not used. A base defined by its accuracy lands there on any machine, where one defined by
     a step count on the steep part of the learning curve moves with rounding (results/base_stability). Every method
     starts from this one base, so choosing its stopping point on those problems favours none of them. 0: train all
     `steps`."""
+    patience: int = 0
+    """Early stopping on validation: stop once this many evaluations in a row have not beaten the best greedy
+    accuracy so far, and the base is the weights of that best evaluation (a finished SFT model: trained until its
+    validation accuracy stops improving). `steps` is then a cap. Needs eval_every > 0; with a validation set
+    (task.n_validation) the choice is made there. 0: off."""
     eval_every: int = 100
-    """Stage-1 steps between greedy evaluations of the base on the held-out problems: the progress line's accuracy
-    and, with target_accuracy, the stopping rule (the default config evaluates every 2 steps, ~0.5 s each on the toy:
+    """Stage-1 steps between greedy evaluations of the base (on the validation problems when the task has them,
+    else the test problems): the progress line's accuracy and, with target_accuracy or patience, the stopping rule (the default config evaluates every 2 steps, ~0.5 s each on the toy:
     the base overshoots its target by at most what 2 steps add)."""
     ema: float = 0.0
     """Polyak averaging: θ̄ ← ema·θ̄ + (1 − ema)·θ after every step, and the base is θ̄. On the steep part of the
@@ -78,8 +84,12 @@ class SFTBaseConfig:
                             "accuracy (0 turns the stopping rule off)")
         if not 0.0 <= self.ema < 1.0:
             raise UserError(f"sft_base.ema must be in [0, 1), got {self.ema}; it is a decay per step (0: off)")
-        if self.target_accuracy and not self.eval_every:
-            raise UserError("sft_base.target_accuracy needs evaluations: set sft_base.eval_every > 0")
+        if (self.target_accuracy or self.patience) and not self.eval_every:
+            raise UserError("sft_base.target_accuracy and sft_base.patience need evaluations: set "
+                            "sft_base.eval_every > 0")
+        if self.target_accuracy and self.patience:
+            raise UserError("sft_base.target_accuracy and sft_base.patience are two stopping rules: set one of them "
+                            "to 0")
 
 
 @dataclass
@@ -111,9 +121,17 @@ class TrainConfig:
     lr_schedule: str = "constant"
     """After warm-up: constant, or cosine (decays to 0 at train.steps)."""
     eval_every: int = 50
-    """Evaluate held-out greedy accuracy every this many steps (and at the start and end)."""
+    """Evaluate greedy accuracy every this many steps (and at the start and end)."""
+    eval_points: int = 0
+    """Instead of eval_every: this many evaluations spaced evenly in log-steps, at round(steps^(j/n)) for
+    j = 1..n (duplicates merged), plus the start: a curve whose early rise and late bend are both sampled, for
+    fitting compute-performance curves (analysis.curves). 0: every eval_every steps."""
     eval_size: int = 500
-    """Held-out problems evaluated."""
+    """Problems evaluated (the first eval_size of eval_split's set)."""
+    eval_split: str = "test"
+    """Which problems the evaluations while training use: "test" (task.n_heldout, where findings are scored) or
+    "validation" (task.n_validation, where choices are made: a tuning trial, a curve that decides a checkpoint).
+    The final models of a validation-evaluated run are scored on test by `python -m gcframe.evaluate`."""
     eval_k: int = 8
     """k samples per held-out problem at the start and end of a run, for pass@1, pass@k, maj@k, the KL to π_ref
     and (train.reward = reward_model) the proxy reward r_φ; 0 = greedy accuracy only."""
@@ -157,6 +175,8 @@ class TrainConfig:
     A step that reaches it fills its B groups with dropped ones, as the plain method would have had them."""
 
     def validate(self) -> None:
+        if self.eval_split not in EVAL_SPLITS:
+            raise UserError(f"train.eval_split must be one of {', '.join(EVAL_SPLITS)}, got {self.eval_split!r}")
         if self.dynamic_sampling and self.max_prompts_per_step and self.max_prompts_per_step < self.prompts_per_step:
             raise UserError(f"train.max_prompts_per_step ({self.max_prompts_per_step}) is below train.prompts_per_step "
                             f"({self.prompts_per_step}): dynamic sampling draws at least B prompts per step; raise it "
@@ -220,7 +240,8 @@ POSITIVE = {"steps", "lr", "prompts_per_step", "group_size", "epochs", "minibatc
             "eval_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_positions"}
 NON_NEGATIVE = {"max_new_tokens", "micro_batch_size", "grad_clip", "weight_decay", "eval_every",
                 "log_samples", "sample_every", "ref_refresh_every", "warmup_steps", "eval_k",
-                "checkpoint_every", "lora_rank", "max_prompts_per_step", "target_accuracy", "ema"}
+                "checkpoint_every", "lora_rank", "max_prompts_per_step", "target_accuracy", "ema", "eval_points",
+                "patience"}
 
 
 def _section(cls, values, name: str):

@@ -1,20 +1,20 @@
 """Stage 1 of the seed's pipeline: the tiny model trained from scratch on the task's demonstrations (method `sft`),
-until it has trained `sft_base.steps` steps or, with `sft_base.target_accuracy`, until its greedy accuracy on the
-held-out problems reaches the target.
+until it has trained `sft_base.steps` steps, or until a stopping rule on its greedy accuracy fires:
 
     step -> train_step (method sft, the same engine as every method) -> θ̄ ← ema·θ̄ + (1 − ema)·θ (sft_base.ema)
-         -> every eval_every steps: greedy accuracy of the base (θ̄, or θ) on the held-out problems -> stop at target
+         -> every eval_every steps: greedy accuracy of the base (θ̄, or θ) on the stage-1 problems
+         -> patience: stop once `patience` evaluations in a row have not beaten the best; the base is the best one
+            target_accuracy: stop at the first evaluation that reaches the target
 
-Why a target: on the steep part of the learning curve, a step count does not define a base: 1e-7 perturbations of
-the initial weights spread the accuracy at a fixed step from 0.42 to 0.74 (results/base_stability). An accuracy
-does, and a base mid-curve leaves room for RL (its greedy accuracy well below its pass@k). Why the average: the raw
-weights' greedy accuracy jumps by ±0.1 between evaluations 10 steps apart there, so the first evaluation past a
-target overshoots it by as much; Polyak averaging (θ̄) rises smoothly.
+The stage-1 problems are the validation set when the task has one (task.n_validation), so that where stage 1 stops
+is a choice made on validation and every finding is scored on test problems no choice has seen; without a
+validation set, the first train.eval_size test problems (the older default).
 
-The accuracy is measured on the held-out problems every method is then scored on (train.eval_size of them), so that
-the base lands at its target where its accuracy is reported. Every method starts from this one base: choosing its
-stopping point on those problems favours none of them. (Stopped on other problems, RL prompts that are not
-demonstrations, the base landed within those two sets' sampling difference of its target: 0.39-0.43 for 0.40.)
+Why early stopping (patience): a practitioner's SFT model is *finished*, trained until its validation accuracy stops
+improving; what RL adds to such a model is the seed's question (DeepSeekMath §4-5), where a base stopped mid-curve
+leaves room that more SFT on the same demonstrations would also fill. Why a target: on the steep part of the
+learning curve a step count does not define a base (results/base_stability); an accuracy does. Why the average:
+Polyak averaging (θ̄) rises smoothly where the raw weights' accuracy jumps between evaluations.
 """
 from __future__ import annotations
 
@@ -43,22 +43,29 @@ def average_into(avg: torch.nn.Module, model: torch.nn.Module, decay: float) -> 
             a.lerp_(p.detach(), 1.0 - decay)
 
 
+def stage1_rows(task, n: int) -> tuple[list[dict], str]:
+    """(the problems stage 1 decides on, their split's name): validation when the task has it, else test."""
+    from gcframe.evaluate.problems import heldout_rows
+
+    split = "validation" if len(getattr(task, "validation", ()) or ()) else "test"
+    return heldout_rows(task, n, split), split
+
+
 def train(trainer, task, show_progress: bool = True, label: str = "stage 1 (SFT base)") -> tuple:
     """Run stage 1 on `trainer` (a Trainer of method sft, `pipeline.stage1_config`) -> (the base: θ̄ or θ, info).
 
-    info: steps trained, whether it stopped at the target, the base's last held-out accuracy and the curve (step,
-    mean training loss since the last evaluation, held-out accuracy). A target not reached within the steps raises
-    UserError: the methods must not start from a base the config did not ask for."""
+    info: steps trained, the stopping rule that fired, the base's accuracy on the stage-1 problems, their split and
+    the curve (step, mean training loss since the last evaluation, accuracy). A target not reached within the steps
+    raises UserError: the methods must not start from a base the config did not ask for."""
     s = trainer.cfg.sft_base
     model = trainer.acc.unwrap_model(trainer.policy)
     avg = copy.deepcopy(model).requires_grad_(False) if s.ema else None
     base = avg if avg is not None else model
-    from gcframe.evaluate.problems import heldout_rows
-
-    rows = heldout_rows(task, trainer.cfg.train.eval_size) if s.eval_every else []
+    rows, split = stage1_rows(task, trainer.cfg.train.eval_size) if s.eval_every else ([], "none")
     curve, acc, loss_sum, n_loss, t0 = [], None, 0.0, 0, time.time()
+    best = {"accuracy": -1.0, "step": 0, "state": None}
     bar = progress(range(s.steps), total=s.steps, desc=label, show=show_progress)
-    stopped = None
+    stopped, rule = None, None
     for step in bar:
         row, _ = trainer.train_step(step)
         trainer.logger.log(row)
@@ -69,8 +76,13 @@ def train(trainer, task, show_progress: bool = True, label: str = "stage 1 (SFT 
             acc = greedy_accuracy(base, trainer.ctx.generator, task, rows)
             curve.append({"step": done, "loss": loss_sum / n_loss, "accuracy": acc})
             loss_sum, n_loss = 0.0, 0
+            if acc > best["accuracy"]:  # strictly better: a tie keeps the earlier (fewer steps) base
+                best = {"accuracy": acc, "step": done,
+                        "state": {k: v.detach().clone() for k, v in base.state_dict().items()} if s.patience else None}
             if s.target_accuracy and acc >= s.target_accuracy:
-                stopped = done
+                stopped, rule = done, "target"
+            elif s.patience and (done - best["step"]) // s.eval_every >= s.patience:
+                stopped, rule = done, "patience"
         post = {"loss": f"{row['loss']:.3f}"}
         if acc is not None:  # only a measured accuracy is shown, with the step it was measured at
             post["acc"] = f"{acc:.2f}@{curve[-1]['step']}"
@@ -79,10 +91,14 @@ def train(trainer, task, show_progress: bool = True, label: str = "stage 1 (SFT 
             break
     bar.close()
     trainer.logger.close()
-    info = {"steps_trained": stopped or s.steps, "stopped_at_target": bool(stopped), "accuracy": acc,
-            "problems": len(rows), "train_time_s": round(time.time() - t0, 1), "curve": curve}
+    if s.patience and best["state"] is not None:  # the finished model: the weights of the best evaluation
+        base.load_state_dict(best["state"])
+        acc = best["accuracy"]
+    info = {"steps_trained": stopped or s.steps, "stopped_at_target": rule == "target", "stopped_by": rule,
+            "best_step": best["step"] if s.patience else None, "accuracy": acc, "problems": len(rows),
+            "split": split, "train_time_s": round(time.time() - t0, 1), "curve": curve}
     if s.target_accuracy and not stopped:
-        raise UserError(f"stage 1 reached greedy accuracy {acc:.3f} on {len(rows)} held-out problems after "
+        raise UserError(f"stage 1 reached greedy accuracy {acc:.3f} on {len(rows)} {split} problems after "
                         f"{s.steps} steps, below sft_base.target_accuracy {s.target_accuracy}: raise sft_base.steps "
                         "or lower sft_base.target_accuracy (nothing was cached; no method was started)")
     return base, info

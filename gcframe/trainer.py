@@ -30,7 +30,7 @@ from gcframe.engine import Normaliser, token_logprobs, weighted_mle_loss
 from gcframe.errors import UserError
 from gcframe.evaluate import COUNT_KEYS, eval_seed, evaluate, rates
 from gcframe.evaluate.problems import FILE as PROBLEMS_FILE
-from gcframe.evaluate.problems import heldout_rows, write_rows
+from gcframe.evaluate.problems import heldout_rows, split_names, write_rows
 from gcframe.kl import k3
 from gcframe.modeling import count_parameters, evaluating, prepare_policy
 from gcframe.tracking import checkpoint, health
@@ -38,6 +38,16 @@ from gcframe.tracking.log import RunLogger
 from gcframe.tracking.memory import peak_rss_mb, reset_peak, rss_mb
 from gcframe.tracking.progress import progress
 from methods.base import get_method
+
+
+def eval_steps(tcfg) -> set[int]:
+    """The steps after which a run evaluates (besides step 0 and its last step): every eval_every steps, or with
+    eval_points = n, round(steps^(j/n)) for j = 1..n, evenly spaced in log-steps (steps 1000, n 6: 3, 10, 32, 100,
+    316, 1000; duplicates at small j merge)."""
+    if tcfg.eval_points:
+        n = tcfg.eval_points
+        return {max(1, round(tcfg.steps ** (j / n))) for j in range(1, n + 1)}
+    return set(range(tcfg.eval_every, tcfg.steps + 1, tcfg.eval_every)) if tcfg.eval_every else set()
 
 
 def make_accelerator() -> Accelerator:
@@ -359,11 +369,11 @@ class Trainer:
         so a step-0 evaluation is done once and read back by any later run whose evaluation would be the same
         computation: the same weights (policy, anchor, r_φ), held-out rows, settings, thread count and seed."""
         t0 = time.perf_counter()
-        rows = heldout_rows(self.task, self.tcfg.eval_size)
+        rows = heldout_rows(self.task, self.tcfg.eval_size, self.tcfg.eval_split)
         rows = rows[self.acc.process_index::self.acc.num_processes]
         shared = self._step0_eval_file(rows, k) if step == 0 else None
         if shared is not None and shared.exists():
-            saved = torch.load(shared, weights_only=False)
+            saved = torch.load(shared, weights_only=True)  # numbers and lists: nothing in the file runs
             self._write_problems(step, saved.get("records", []))
             return {"step": step, **saved["rates"], "gen_tokens": self.gen_tokens, "time_s": self.elapsed,
                     "time_eval": 0.0, "eval_shared": 1}  # evaluated (and its time counted) by another run
@@ -451,9 +461,11 @@ class Trainer:
 
     def _fit(self, resume: bool) -> dict:
         steps = self.tcfg.steps
+        self.eval_at = eval_steps(self.tcfg)
         start, last_eval = checkpoint.restore(self) if resume else (0, None)
         if last_eval is None:  # a fresh start
-            self.logger.write_config({"method": self.method.name, "models": self.models_held, **self.cfg.to_dict()})
+            self.logger.write_config({"method": self.method.name, "models": self.models_held, **self.cfg.to_dict(),
+                                      "splits": split_names(self.task)})
             last_eval = self.evaluate(0, self.tcfg.eval_k)
             self.logger.log(last_eval)
             self.initial_accuracy = last_eval["eval_accuracy"]
@@ -473,7 +485,7 @@ class Trainer:
             if self.tcfg.sample_every and step % self.tcfg.sample_every == 0:
                 self.logger.samples(step, self._sample_rows(batch))
             done = step + 1
-            if (self.tcfg.eval_every and done % self.tcfg.eval_every == 0) or done == steps:
+            if done in self.eval_at or done == steps:
                 last_eval = self.evaluate(done, self.tcfg.eval_k if done == steps else 0)
                 self.logger.log(last_eval)
             if self.tcfg.checkpoint_every and done % self.tcfg.checkpoint_every == 0 and done < steps:

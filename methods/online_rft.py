@@ -31,12 +31,42 @@ class OnlineRFT(Method):
     class Config(MethodConfig):
         aggregation: str = "seq-mean-token-mean"
         """DeepSeekMath's J_OnRFT: mean over ALL sampled sequences of (1/|o|) Σ_t (rejected ones contribute 0)."""
+        fill_correct: bool = False
+        """An intervention, not DeepSeekMath's method: draw rollouts until B·G samples are correct (at most
+        `max_rounds` rollouts of B·G) and train on those only, so that every step carries as many gradient-carrying
+        samples as RFT's (whose pool holds only correct ones) and differs from RFT only in sampling the live policy.
+        The generation it costs is counted in gen_tokens."""
+        max_rounds: int = 8
+        """fill_correct: rollouts of B·G drawn per step at most; a step that reaches it trains on the correct
+        samples it has (fill_shortfall logs how many were missing)."""
 
     def collect(self, step: int) -> Batch:
         t = self.ctx.cfg.train
         batch = self.ctx.rollout(t.prompts_per_step, t.group_size)  # N = B·G, data: correct [N]
         self.record(acceptance_rate=batch.data["correct"].mean())
-        return batch
+        return self.filled(batch, t.prompts_per_step * t.group_size) if self.cfg.fill_correct else batch
+
+    def filled(self, batch: Batch, n: int) -> Batch:
+        """fill_correct: the first n correct samples of this and further rollouts -> a batch of correct samples only
+        ([n'] rows, n' = n unless max_rounds ran out)."""
+        from gcframe.batch import concat
+
+        def correct(b: Batch) -> Batch:
+            return b[torch.nonzero(b.data["correct"] > 0).squeeze(1)]
+
+        t, kept = self.ctx.cfg.train, [correct(batch)]
+        rounds = 1
+        while sum(len(b) for b in kept) < n and rounds < self.cfg.max_rounds:
+            more = self.ctx.rollout(t.prompts_per_step, t.group_size)
+            kept.append(correct(more))
+            rounds += 1
+        kept = [b for b in kept if len(b)]
+        if not kept:  # not one correct sample: the plain batch, GC = 0 on every token (no update)
+            self.record(fill_rounds=float(rounds), fill_shortfall=float(n))
+            return batch
+        got = concat(kept, self.ctx.tok.pad_token_id)
+        self.record(fill_rounds=float(rounds), fill_shortfall=float(max(0, n - len(got))))
+        return got[:n]
 
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
         """GC(q, o, t) = 1[o correct]  (DeepSeekMath §5.2.1, GC_OnRFT; the seed's table, row 2) -> [N, T]."""

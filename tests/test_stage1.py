@@ -66,7 +66,7 @@ def test_progress_never_shows_an_accuracy_it_did_not_measure(tmp_path, monkeypat
 def test_a_target_never_reached_is_refused_and_nothing_is_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("GCFRAME_CACHE", str(tmp_path))
     cfg, task = _config(steps=10, target_accuracy=0.9)
-    with pytest.raises(UserError, match=r"stage 1 reached greedy accuracy 0\.\d{3} on 40 held-out problems after 10 "
+    with pytest.raises(UserError, match=r"stage 1 reached greedy accuracy 0\.\d{3} on 40 test problems after 10 "
                                         r"steps, below sft_base.target_accuracy 0.9: raise sft_base.steps or lower "
                                         r"sft_base.target_accuracy"):
         sft_base(cfg, task, Accelerator(cpu=True))
@@ -95,3 +95,31 @@ def test_ema_and_target_are_checked():
         from_dict({"sft_base": {"target_accuracy": 1.5}})
     with pytest.raises(UserError, match="needs evaluations"):
         from_dict({"sft_base": {"target_accuracy": 0.5, "eval_every": 0}})
+
+
+def test_early_stopping_on_validation_keeps_the_best_evaluation(tmp_path, monkeypatch):
+    """sft_base.patience: stage 1 decides on the validation problems (task.n_validation), stops once `patience`
+    evaluations in a row have not beaten the best, and the base is the best evaluation's weights: its accuracy on
+    the validation problems, measured again, is the curve's maximum."""
+    from gcframe.evaluate.problems import heldout_rows
+    from gcframe.modeling import load_model_and_tokenizer
+    from gcframe.stage1 import greedy_accuracy
+
+    monkeypatch.setenv("GCFRAME_CACHE", str(tmp_path))
+    raw = yaml.safe_load(yaml.safe_dump(TINY))
+    raw["task"].update(digits=2, n_validation=100, n_demos=200)
+    raw["sft_base"].update(steps=300, patience=3, eval_every=10)
+    cfg, task = prepare(from_dict(raw))
+    d, info = sft_base(cfg, task, Accelerator(cpu=True))
+    run, curve = info["stage1"], info["stage1"]["curve"]
+    assert run["split"] == "validation" and run["problems"] == 40  # train.eval_size of the 100 validation problems
+    best = max(curve, key=lambda c: c["accuracy"])
+    first_best = next(c for c in curve if c["accuracy"] == best["accuracy"])
+    assert run["best_step"] == first_best["step"] and run["accuracy"] == best["accuracy"]
+    if run["stopped_by"] == "patience":  # three evaluations after the best, none better
+        assert run["steps_trained"] == first_best["step"] + 3 * 10
+    model, tok = load_model_and_tokenizer(str(d))
+    from gcframe.sampling import GenerationConfig, Generator
+
+    gen = Generator(tok, GenerationConfig(cfg.train.max_new_tokens, cfg.train.temperature))
+    assert greedy_accuracy(model, gen, task, heldout_rows(task, 40, "validation")) == pytest.approx(best["accuracy"])

@@ -47,10 +47,30 @@ def set_digest(ids) -> str:
     return hashlib.blake2b("\n".join(sorted(set(ids))).encode(), digest_size=3).hexdigest()
 
 
-def heldout_rows(task, n: int) -> list[dict]:
-    """The first n held-out problems, each with its `index`."""
-    rows = task.heldout.select(range(min(n, len(task.heldout))))
+SPLITS = {"test": "heldout", "validation": "validation"}  # train.eval_split -> the task's attribute
+
+
+def heldout_rows(task, n: int, split: str = "test") -> list[dict]:
+    """The first n problems of `split` (test: the held-out problems findings are scored on; validation: the
+    problems choices are made on), each with its `index` in that set."""
+    data = getattr(task, SPLITS[split], None)
+    if data is None or not len(data):
+        from gcframe.errors import UserError
+
+        raise UserError(f"the task has no {split} problems: set task.n_validation (>= 100) to evaluate on "
+                        "validation, or train.eval_split: test")
+    rows = data.select(range(min(n, len(data))))
     return [{**rows[i], "index": i} for i in range(len(rows))]
+
+
+def split_names(task) -> dict:
+    """The three problem sets a run uses, named: sizes and the digest of their problem ids (`set_digest`), written
+    into every run folder (splits in config.yaml) so that a reader sees which set decided what."""
+    val = getattr(task, "validation", None)
+    return {"train": {"demos": len(task.demos), "prompts": len(task.prompts)},
+            "validation": {"problems": len(val) if val is not None else 0,
+                           "digest": set_digest(map(problem_id, val)) if val is not None and len(val) else None},
+            "test": {"problems": len(task.heldout), "digest": set_digest(map(problem_id, task.heldout))}}
 
 
 def write_rows(path: Path, step: int, records: list[dict], append: bool = True) -> None:

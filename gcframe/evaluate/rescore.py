@@ -22,10 +22,10 @@ import sys
 import time
 from pathlib import Path
 
-from gcframe.errors import UserError, cli_entry
+from gcframe.errors import UserError, check_writable, cli_entry
 from gcframe.tracking import threads
 
-RUN_KEYS = ("method", "models")  # what a run's config.yaml holds beside the RunConfig sections
+RUN_KEYS = ("method", "models", "splits")  # what a run's config.yaml holds beside the RunConfig sections
 
 
 def find_runs(path: Path) -> list[Path]:
@@ -42,15 +42,28 @@ def run_config(run: Path) -> dict:
     return {k: v for k, v in load_yaml(run / "config.yaml").items() if k not in RUN_KEYS}
 
 
-def check_same_task(runs: list[Path], configs: list[dict]) -> None:
-    """Runs whose problems differ (another task, another prompt format or model) cannot be scored as one set."""
-    first = {k: configs[0].get(k) for k in ("task",)} | {"model": (configs[0].get("model") or {}).get("path")}
+def check_same_task(runs: list[Path], configs: list[dict], fix: str = "re-score each comparison folder on its "
+                    "own") -> None:
+    """Runs whose problems differ (another task, another prompt format or model) cannot be scored, or reported, as
+    one set: one line naming two such runs and the first option that differs, then `fix`. A task option that a
+    run's config.yaml lacks counts as its default."""
+    import dataclasses
+
+    from gcframe.tasks.config import TaskConfig
+
+    default = dataclasses.asdict(TaskConfig())
+
+    def problems(cfg: dict) -> dict:
+        return {**{f"task.{k}": v for k, v in {**default, **(cfg.get("task") or {})}.items()},
+                "model.path": (cfg.get("model") or {}).get("path")}
+
+    first = problems(configs[0])
     for run, cfg in zip(runs[1:], configs[1:]):
-        mine = {"task": cfg.get("task"), "model": (cfg.get("model") or {}).get("path")}
-        if mine != first:
-            what = "task" if mine["task"] != first["task"] else "model.path"
-            raise UserError(f"{runs[0]} and {run} are runs of different tasks ({what} differs): re-score each "
-                            "comparison folder on its own")
+        mine = problems(cfg)
+        what = next((k for k in {**first, **mine} if mine.get(k) != first.get(k)), None)
+        if what:
+            raise UserError(f"{runs[0]} and {run} are runs of different tasks ({what.split('.')[0]} differs: {what} "
+                            f"{first.get(what)!r} vs {mine.get(what)!r}): {fix}")
 
 
 def models_of(run: Path, steps: int, checkpoints: bool) -> list[tuple[str, int, Path]]:
@@ -86,16 +99,20 @@ def load_final(path: Path):
 
 def load_checkpoint(ckpt: Path, cfg, base_dir: str):
     """(model, tokenizer) of a resumable checkpoint: the run's base with the policy's saved weights."""
-    import torch
-
     from gcframe.modeling import load_model_and_tokenizer, prepare_policy
+    from gcframe.tracking import checkpoint
 
     if (ckpt / "sharded").is_dir():
         raise UserError(f"{ckpt} holds FSDP2 shards: score it by resuming the run to its end, or keep full "
                         "checkpoints (train.shard: none)")
     model, tok = load_model_and_tokenizer(base_dir)
     model = prepare_policy(model, False, cfg.model.lora_rank)
-    state = torch.load(ckpt / "state.pt", map_location="cpu", weights_only=False)
+    try:  # tensors and plain values only: a file in a run folder runs no code (gcframe.tracking.checkpoint)
+        checkpoint.check(ckpt)
+        state = checkpoint.load_file(ckpt / "state.pt")
+    except checkpoint.Damaged as e:
+        raise UserError(f"checkpoint {ckpt} is damaged ({e}): delete it, or score the final models only (without "
+                        "--checkpoints)") from None
     model.load_state_dict(state["policy"])
     return model, tok
 
@@ -135,7 +152,12 @@ def parse_args(argv=None):
 
 @cli_entry
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    return run(parse_args(argv))
+
+
+def run(args) -> int:
+    """Score the models of `args.path` (parse_args' namespace); compare.py calls it to score a comparison whose runs
+    were evaluated on validation problems on the test problems."""
     path = Path(args.path)
     if not path.is_dir():
         raise UserError(f"'{path}' is not a folder: give a compare.py output folder or a run folder")
@@ -152,6 +174,11 @@ def main(argv=None) -> int:
         raise UserError(f"no final models under '{path}': expected {path}/<method>/seed<k>/final (a finished "
                         "compare.py run)" + ("" if args.checkpoints else " or, with --checkpoints, kept checkpoints"))
     check_same_task(runs, configs)
+    from gcframe.evaluate.problems import RESCORED
+
+    for run in dict.fromkeys([w[0] for w in work] + ([path] if args.base else [])):  # before any model is scored
+        check_writable(run / RESCORED, f"the re-scoring writes {run / RESCORED}: make it writable, or copy the "
+                       "folder and score the copy")
     threads.setup(args.threads)  # torch's threads for this machine's load, printed first
     if args.base:  # the runs share their base (check_same_task): one model, scored at step 0 with the first seed
         work.append((path, configs[0], "base", 0, None))

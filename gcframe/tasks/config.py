@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from gcframe.errors import UserError
 
 PROMPT_FORMATS = ("auto", "chat", "plain")
+MIN_VALIDATION = 100  # task.n_validation: the smallest validation set that can rank choices
 
 
 @dataclass
@@ -27,7 +28,13 @@ class TaskConfig:
     demo_noise: float = 0.0
     """Probability that a demonstration's final answer is replaced by a random wrong number."""
     n_heldout: int = 500
-    """Number of held-out evaluation problems, disjoint from every demo and RL prompt."""
+    """Number of held-out test problems, disjoint from every demo, RL prompt and validation problem: every finding
+    is scored on them."""
+    n_validation: int = 0
+    """Number of validation problems, carved from the end of the training prompts (never a demonstration, an RL
+    prompt or a test problem): every choice (where stage 1 stops, a method's rate, a checkpoint) is made on them
+    (docs/concepts/statistics.md). 0: no validation set; stage 1 then stops on the test problems. At least 100 when
+    set, so that choices can be ranked."""
     seed: int = 0
     """Seed for the train/held-out split, demo selection and demo noise."""
     path: str | None = None
@@ -50,13 +57,17 @@ class TaskConfig:
 
     def validate(self) -> None:
         """Raise UserError on out-of-range fields."""
-        for field in ("operands", "digits", "n_demos", "n_heldout", "seed"):
+        for field in ("operands", "digits", "n_demos", "n_heldout", "n_validation", "seed"):
             value = getattr(self, field)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UserError(f"task.{field} must be an integer, got {value!r}; pass a whole number")
         for field, low in (("operands", 2), ("digits", 1), ("n_demos", 1), ("n_heldout", 1)):
             if getattr(self, field) < low:
                 raise UserError(f"task.{field} must be >= {low}, got {getattr(self, field)}; raise it")
+        if 0 < self.n_validation < MIN_VALIDATION or self.n_validation < 0:
+            raise UserError(f"task.n_validation must be 0 (no validation set) or >= {MIN_VALIDATION}, got "
+                            f"{self.n_validation}: a smaller set cannot rank choices (an accuracy near 0.5 on 100 "
+                            "problems already has a standard error of 0.05); raise it")
         if not 0.0 <= self.demo_noise <= 1.0:
             raise UserError(f"task.demo_noise must be in [0, 1], got {self.demo_noise}; it is a fraction")
         if self.prompt_format not in PROMPT_FORMATS:

@@ -1,0 +1,121 @@
+"""What a comparison's tuning found (`compare.py --tune`, OUT/tune/tune.csv): each method's sensitivity to its
+learning rate, the rate chosen, and its expected best validation accuracy against the number of trials.
+
+    python -m analysis.tuning OUT        # OUT/report/tuning.md, tuning.png (analysis.report calls it too)
+
+Expected best validation accuracy after n trials (Dodge et al. 2019, "Show Your Work", eq. 1): with the N trials'
+scores sorted, v_(1) <= ... <= v_(N), and n trials drawn at random (with replacement) from them,
+
+    E[max of n] = Σ_i v_(i) · [ (i/N)^n − ((i−1)/N)^n ]
+
+(the probability that the best of n draws is the i-th smallest score). It rises from the mean of the trials (n = 1)
+to their best (n → ∞): a method whose curve is flat needs little tuning; one that climbs steeply was only as good
+as its best rate. A diverged trial scores 0 here, as a user who tried that rate would have got.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gcframe.errors import UserError, cli_entry  # noqa: E402
+
+TUNE_CSV = Path("tune") / "tune.csv"
+
+
+def expected_max(scores: list[float], n: int) -> float:
+    """Dodge et al. 2019, eq. 1: E[max of n draws with replacement from `scores`]. E.g. scores 0.2, 0.4, n = 2:
+    0.2·(1/2)² + 0.4·(1 − (1/2)²) = 0.05 + 0.3 = 0.35."""
+    v = sorted(scores)
+    N = len(v)
+    return sum(x * ((i / N) ** n - ((i - 1) / N) ** n) for i, x in enumerate(v, start=1))
+
+
+def read(out: Path) -> pd.DataFrame:
+    f = Path(out) / TUNE_CSV
+    if not f.is_file():
+        raise UserError(f"no tuning in {out}: {f} is missing (run compare.py with --tune)")
+    df = pd.read_csv(f)
+    df["score"] = df["val_accuracy"].where(df["status"] == "ok", 0.0)
+    return df
+
+
+def tables(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one row per method: chosen rate, its validation accuracy, the trials' range; expected best against n)."""
+    chosen = df[df["chosen"]].set_index("method")
+    rows, curve = [], []
+    for m, g in df.groupby("method", sort=False):
+        rows.append({"method": m, "chosen lr": f"{chosen.loc[m, 'lr']:g}",
+                     "validation accuracy": f"{chosen.loc[m, 'val_accuracy']:.3f}",
+                     "worst trial": f"{g['score'].min():.3f}", "trials": len(g),
+                     "diverged": int((g["status"] == "diverged").sum())})
+        for n in range(1, len(g) + 1):
+            curve.append({"method": m, "trials": n, "expected best": expected_max(list(g["score"]), n)})
+    return pd.DataFrame(rows), pd.DataFrame(curve)
+
+
+def figure(df: pd.DataFrame, curve: pd.DataFrame, path: Path) -> Path:
+    """Left: validation accuracy against rate (log x), the chosen rate ringed; right: expected best against trials."""
+    from analysis.runs import palette
+
+    colors = palette(list(dict.fromkeys(df["method"])))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    sns.lineplot(data=df, x="lr", y="score", hue="method", palette=colors, marker="o", ax=ax1)
+    for _, r in df[df["chosen"]].iterrows():
+        ax1.scatter([r["lr"]], [r["score"]], s=140, facecolors="none", edgecolors=colors[r["method"]], linewidths=1.5)
+    ax1.set(xscale="log", xlabel="learning rate (one seed per trial)", ylabel="validation greedy accuracy",
+            title="sensitivity (ringed: chosen)")
+    sns.lineplot(data=curve, x="trials", y="expected best", hue="method", palette=colors, marker="o", ax=ax2,
+                 legend=False)
+    ax2.set(xlabel="trials (rates drawn at random from the grid)", ylabel="expected best validation accuracy",
+            title="expected best after n trials (Dodge et al. 2019)")
+    ax2.set_xticks(sorted(curve["trials"].unique()))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write(out: Path, report_dir: Path | None = None) -> Path:
+    """OUT/report/tuning.md and tuning.png -> the markdown file."""
+    from analysis.runs import markdown_table
+
+    df = read(out)
+    table, curve = tables(df)
+    report_dir = Path(report_dir or Path(out) / "report")
+    report_dir.mkdir(parents=True, exist_ok=True)
+    figure(df, curve, report_dir / "tuning.png")
+    wide = df.pivot(index="method", columns="lr", values="val_accuracy").reindex(table["method"])
+    wide.columns = [f"lr {c:g}" for c in wide.columns]
+    status = df.pivot(index="method", columns="lr", values="status").reindex(table["method"])
+    cells = wide.map(lambda v: "–" if pd.isna(v) else f"{v:.3f}").where(status.values == "ok", "diverged")
+    md = ("## Tuning: each method's rate, chosen on validation\n\n"
+          f"{len(df) // max(len(table), 1)} rates per method, one seed each; the chosen rate is the best validation "
+          "accuracy (ties: the smaller rate). Every finding is scored on the test problems at these rates.\n\n"
+          + markdown_table(table.to_dict("records")) + "\nValidation accuracy of every trial:\n\n"
+          + markdown_table(cells.reset_index().to_dict("records"))
+          + "\n![sensitivity and expected best validation accuracy](tuning.png)\n")
+    (report_dir / "tuning.md").write_text(md)
+    return report_dir / "tuning.md"
+
+
+@cli_entry
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis.tuning", description=__doc__.split("\n")[0])
+    p.add_argument("out", help="a compare.py folder made with --tune")
+    args = p.parse_args(argv)
+    print(f"tuning: {write(Path(args.out))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
