@@ -9,6 +9,13 @@
 
 With these restored, a resumed run on CPU logs exactly the metrics of an uninterrupted run (timing columns aside).
 
+Trust: a checkpoint is read with `torch.load(weights_only=True)`, which builds tensors and plain values (numbers,
+strings, lists, tuples, dicts) and, with `NUMPY_RNG` admitted, the numeric array of numpy's RNG state, and refuses
+anything else, so a file in a run folder cannot run code when it is read. Before that every `.pt` file's zip CRC-32
+checksums are checked: a file cut short, overwritten or not a checkpoint at all is damaged (`check`). `restore`
+resumes from the newest checkpoint that passes, naming any newer damaged one; when none does, it refuses in one line
+that names the checkpoint and the folder to delete (the run then starts over).
+
 Crash safety: a checkpoint is written into `step-NNNNNN.tmp/` and renamed to `step-NNNNNN/` only when complete (a
 rename is atomic), then older checkpoints are deleted. `latest` ignores `*.tmp`, so a crash at any moment leaves
 the last complete checkpoint as the latest. Resuming truncates metrics.jsonl, samples.jsonl and problems.jsonl to the rows logged
@@ -26,6 +33,8 @@ import json
 import os
 import random
 import shutil
+import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -35,13 +44,85 @@ from accelerate.utils import DistributedType
 from gcframe.errors import UserError
 
 SUBDIR = "checkpoints"
+NUMPY_RNG = [np.ndarray.__reduce__(np.zeros(1, np.uint32))[0], np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+"""What torch.load(weights_only=True) must admit beyond tensors and plain values: a uint32 numpy array (numpy's
+RNG state, `_rng_state`); arrays of Python objects stay refused."""
+
+
+class Damaged(Exception):
+    """A checkpoint file that cannot be read as one; the message says which file and why."""
+
+
+def complete(run_dir: str | Path) -> list[Path]:
+    """A run's complete checkpoint folders, oldest first (`*.tmp`: a write that never finished)."""
+    root = Path(run_dir) / SUBDIR
+    return sorted(p for p in root.glob("step-*") if p.is_dir() and not p.name.endswith(".tmp")) if root.is_dir() else []
 
 
 def latest(run_dir: str | Path) -> Path | None:
     """The newest complete checkpoint folder of a run, or None."""
-    root = Path(run_dir) / SUBDIR
-    done = sorted(p for p in root.glob("step-*") if p.is_dir() and not p.name.endswith(".tmp")) if root.is_dir() else []
+    done = complete(run_dir)
     return done[-1] if done else None
+
+
+def load_file(path: Path):
+    """A checkpoint file's contents, read with weights_only=True (tensors, plain values and `NUMPY_RNG`: nothing
+    in it runs code); Damaged naming the file when it is missing or cannot be read so."""
+    try:
+        with torch.serialization.safe_globals(NUMPY_RNG):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001: anything torch.load raises means the file is not a checkpoint we wrote
+        raise Damaged(f"{path.name}: {_reason(e)}") from None
+
+
+def _reason(e: Exception) -> str:
+    """The line of torch.load's error that says what is wrong (not its advice on weights_only)."""
+    boiler = ("Weights only load failed", "(1)", "(2)", "Please file an issue", "Check the documentation")
+    lines = [ln.split("WeightsUnpickler error:")[-1].strip() for ln in str(e).splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith(boiler)]
+    return f"{type(e).__name__}: {lines[0].split('. ')[0][:120]}" if lines else type(e).__name__
+
+
+def check(ckpt: Path) -> None:
+    """Raise Damaged unless state.pt is there and every .pt file of `ckpt` is a zip archive whose members match
+    their CRC-32 checksums (`zipfile.ZipFile.testzip`; torch.save writes a zip archive)."""
+    if not (ckpt / "state.pt").is_file():
+        raise Damaged("state.pt is missing")
+    for f in sorted(ckpt.glob("*.pt")):
+        try:
+            with zipfile.ZipFile(f) as z:
+                bad = z.testzip()
+        except (OSError, zipfile.BadZipFile, EOFError) as e:
+            raise Damaged(f"{f.name}: not a complete checkpoint file ({e})") from None
+        if bad is not None:
+            raise Damaged(f"{f.name}: {bad} does not match its checksum")
+
+
+def newest_good(run_dir: str | Path) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """(the newest checkpoint that passes `check`, or None; the newer ones that do not, each with why)."""
+    bad = []
+    for ckpt in reversed(complete(run_dir)):
+        try:
+            check(ckpt)
+            return ckpt, bad
+        except Damaged as e:
+            bad.append((ckpt, str(e)))
+    return None, bad
+
+
+def damaged_line(run_dir: str | Path, bad: list[tuple[Path, str]]) -> str:
+    """The refusal when no checkpoint of a run can be read: the newest, why, and what to delete."""
+    ckpt, why = bad[0]
+    return (f"checkpoint {ckpt} is damaged ({why}) and the run keeps no earlier one: delete {ckpt} and resume "
+            f"again to train {Path(run_dir).parent.name} seed {Path(run_dir).name[4:]} over from step 0")
+
+
+def check_resumable(run_dir: str | Path) -> None:
+    """UserError (`damaged_line`) when a run has checkpoints and none of them can be read; before a --resume
+    writes anything."""
+    ckpt, bad = newest_good(run_dir)
+    if ckpt is None and bad:
+        raise UserError(damaged_line(run_dir, bad))
 
 
 def finished(run_dir: str | Path, steps: int) -> dict | None:
@@ -134,19 +215,25 @@ def restore(trainer) -> tuple[int, dict | None]:
     """
     acc, ctx = trainer.acc, trainer.ctx
     run_dir = Path(trainer.logger.dir)
-    ckpt = latest(run_dir)
+    ckpt, bad = newest_good(run_dir)
+    if bad and ckpt is None:
+        raise UserError(damaged_line(run_dir, bad))
+    for old, why in bad:  # every process sees the same files: all take the same older checkpoint
+        acc.print(f"warning: checkpoint {old} is damaged ({why}): {trainer.label} resumes from {ckpt} instead",
+                  file=sys.stderr)
     if ckpt is None:
         if acc.is_main_process:
             truncate_logs(run_dir, None)
         acc.wait_for_everyone()
         return 0, None
-    # our own files: weights_only=False admits the python/numpy RNG states
-    state = torch.load(ckpt / "state.pt", map_location="cpu", weights_only=False)
+    try:
+        state = load_file(ckpt / "state.pt")
+        rng = load_file(ckpt / f"rng-rank{acc.process_index}.pt")
+    except Damaged as e:
+        raise UserError(damaged_line(run_dir, [(ckpt, str(e))])) from None
     if state["world"] != acc.num_processes:
         raise UserError(f"checkpoint {ckpt} was written by {state['world']} processes: resume it with "
                         f"{state['world']} (got {acc.num_processes})")
-    rng_file = ckpt / f"rng-rank{acc.process_index}.pt"
-    rng = torch.load(rng_file, map_location="cpu", weights_only=False)
 
     if trainer.sharded != (ckpt / "sharded").is_dir():
         raise UserError(f"checkpoint {ckpt} was written with train.shard: {'none' if trainer.sharded else 'fsdp2'}: "
