@@ -16,6 +16,7 @@ completion; one outcome step for process supervision. Rewards of your own: train
 """
 from __future__ import annotations
 
+import csv
 import os
 import random
 
@@ -100,6 +101,34 @@ def load_splits(path: str) -> tuple[datasets.Dataset, datasets.Dataset | None]:
     return data[next(iter(data))], None
 
 
+def blank(value) -> bool:
+    """A cell with nothing in it: missing (None, or NaN where a CSV column is numeric) or only whitespace."""
+    return value is None or (isinstance(value, float) and value != value) or not str(value).strip()
+
+
+def places(path: str, n: int) -> list[str]:
+    """Where each of the n rows of a local file is, as an editor shows it: 'line N' (1-based) of a JSONL or CSV file
+    (blank lines skipped, a quoted CSV field may span lines: a row is named by its first line), else 'row N'
+    (1-based: a Parquet file, a JSON array whose rows are not one per line, a dataset folder or name)."""
+    suffix = os.path.splitext(path)[1].lower()
+    starts: list[int] = []
+    if os.path.isfile(path) and suffix in (".jsonl", ".json", ".csv"):
+        with open(path, newline="", encoding="utf-8", errors="replace") as f:
+            if suffix == ".csv":
+                reader = csv.reader(f)
+                next(reader, None)  # the header
+                line = reader.line_num + 1
+                for record in reader:
+                    if record:
+                        starts.append(line)
+                    line = reader.line_num + 1
+            else:
+                starts = [i for i, text in enumerate(f, 1) if text.strip()]
+    if len(starts) == n:
+        return [f"line {i}" for i in starts]
+    return [f"row {i}" for i in range(1, n + 1)]
+
+
 class DatasetTask:
     """Rows of a user's dataset, columns mapped by `task.columns`; `.prompts`, `.heldout` (prompt, answer, steps),
     `.demos` (+ completion), `verify`, `extract_answer`, `step_rewards` like every task."""
@@ -112,12 +141,13 @@ class DatasetTask:
         self.columns = self._columns(cfg.columns)
         train, test = load_splits(cfg.path)
         rng = random.Random(f"split-{cfg.seed}")
-        train = self._rows(train, cfg.path)
+        seen: dict[str, tuple[str, str]] = {}  # prompt -> (file or split, place) where it first appears
+        train = self._rows(train, cfg.path, seen)
         train = rng.sample(train, len(train))
         if test is None:
             test, train = train[: cfg.n_heldout], train[cfg.n_heldout:]
         else:
-            test = self._rows(test, f"{cfg.path} (test split)")
+            test = self._rows(test, f"{cfg.path} (test split)", seen)
             test = rng.sample(test, min(cfg.n_heldout, len(test)))
         if len(test) < cfg.n_heldout or len(train) < cfg.n_demos:
             raise UserError(f"{cfg.path} has too few rows for task.n_heldout={cfg.n_heldout} held-out plus "
@@ -140,8 +170,10 @@ class DatasetTask:
             raise UserError(f"task.columns: unknown role(s) {', '.join(unknown)}: the roles are {', '.join(ROLES)}")
         return {"prompt": "prompt", "answer": "answer", **mapping}
 
-    def _rows(self, ds: datasets.Dataset, where: str) -> list[dict]:
-        """{question, answer, completion} per row, from the mapped columns."""
+    def _rows(self, ds: datasets.Dataset, where: str, seen: dict) -> list[dict]:
+        """{question, answer, completion} per row, from the mapped columns. A row with a missing or empty cell, or
+        a prompt already in `seen` (this file's or split's earlier rows, or another split's), is refused with one
+        line naming the file and the row's 1-based line (`places`)."""
         c = self.columns
         need = [c["prompt"], c["answer"]] + ([c["completion"]] if "completion" in c else [])
         have = ds.column_names
@@ -157,9 +189,24 @@ class DatasetTask:
                       and "completion" not in pick else "")
                    if None not in pick.values() else "give a file with a prompt column and an answer column")
             raise UserError(f"{where} lacks column(s) {', '.join(missing)} (it has {', '.join(have)}): {how}")
-        completions = ds[c["completion"] if "completion" in c else c["answer"]]  # the SFT demonstrations
+        roles = ("prompt", "answer", "completion") if "completion" in c else ("prompt", "answer")
+        values = [ds[c[role]] for role in roles]
+        at = places(self.cfg.path, len(ds)) if where == self.cfg.path else [f"row {i}" for i in range(1, len(ds) + 1)]
+        for i, row in enumerate(zip(*values)):
+            empty = next((role for role, v in zip(roles, row) if blank(v)), None)
+            if empty:
+                how = "empty" if isinstance(row[roles.index(empty)], str) else "missing"
+                raise UserError(f"{where}: {at[i]} has no {empty} (its '{c[empty]}' field is {how}): give every row "
+                                f"its {empty}, or remove that row")
+            q = str(row[0])
+            if q in seen:
+                other = seen[q][1] + ("" if seen[q][0] == where else f" of {seen[q][0]}")
+                raise UserError(f"{where}: {other} and {at[i]} have the same prompt {q[:60]!r}: keep one of them "
+                                "(each problem once, so that none is trained on twice or both trained on and held "
+                                "out)")
+            seen[q] = (where, at[i])
         return [{"question": str(q), "answer": str(a).strip(), "completion": str(o)}
-                for q, a, o in zip(ds[c["prompt"]], ds[c["answer"]], completions)]
+                for q, a, o in zip(values[0], values[1], values[-1])]
 
     def _example(self, row: dict, with_completion: bool = False) -> dict:
         out = {"prompt": self.fmt.render(row["question"], row["question"]), "answer": row["answer"],
