@@ -674,7 +674,7 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
 
 @cli_entry
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m analysis.report", description=__doc__.split("\n")[0])
     p.add_argument("out", help="the output folder of experiments/compare.py")
     p.add_argument("--gc-own-scale", action="store_true", help="give each method's GC panel its own colour scale "
                    "(default: one scale for all, so that panels compare side by side)")
