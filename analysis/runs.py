@@ -20,6 +20,7 @@ import yaml
 from scipy import stats
 
 from gcframe.errors import UserError
+from gcframe.evaluate.rescore import check_same_task
 from gcframe.tracking.log import read_jsonl
 
 
@@ -64,6 +65,8 @@ class Runs:
         order = list(dict.fromkeys(self.summary["method"])) if "method" in self.summary else []
         self.methods = [m for m in order if m in set(df["method"])] + sorted(set(df["method"]) - set(order))
         self.n_runs = df.groupby(["method", "seed"]).ngroups
+        check_same_task([f.parent for f in files], list(self.configs.values()), "a report compares the runs of one "
+                        "task: report each task's runs from a folder of their own")
         self.palette = palette(self.methods)
         gc_file = self.out / "gc_view.json"
         self.gc = json.loads(gc_file.read_text()) if gc_file.exists() else None

@@ -164,7 +164,7 @@ def test_bad_input_is_one_line_and_writes_nothing(out, tmp_path, case):
         cfg = yaml.safe_load(cfg_file.read_text())
         cfg["task"]["digits"] = 3
         cfg_file.write_text(yaml.safe_dump(cfg))
-        args, expect = [target], "runs of different tasks (task differs)"
+        args, expect = [target], "runs of different tasks (task differs: task.digits 2 vs 3)"
     else:
         target = out
         args, expect = [target, "--problems", "17"], "more than the task's 16 held-out problems"

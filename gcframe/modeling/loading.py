@@ -260,6 +260,18 @@ def save_model_and_tokenizer(model, tokenizer, path: str | Path) -> None:
     os.makedirs(path, exist_ok=True)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
+    weights_like_config(path)
+
+
+def weights_like_config(path: str | Path) -> None:
+    """Give the folder's weight files (*.safetensors, which safetensors writes 0600 through a private temporary
+    file) the permissions its config.json was created with (the user's umask), like every other file there."""
+    path = Path(path)
+    config = next((path / n for n in ("config.json", "adapter_config.json") if (path / n).is_file()), None)
+    if config is not None:  # (a LoRA folder: adapter_config.json beside adapter_model.safetensors)
+        mode = config.stat().st_mode & 0o777
+        for f in path.glob("*.safetensors"):
+            f.chmod(mode)
 
 
 def context_length(path: str) -> int | None:

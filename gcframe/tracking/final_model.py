@@ -44,6 +44,7 @@ def is_lora(model) -> bool:
 def save(model, tokenizer, final: str | Path, base_dir, state_dict=None) -> Path:
     """Write the folder `final` (atomically: a temporary folder renamed into place) -> its path. `state_dict`: the
     full weights where the model holds only its shards (FSDP2, gathered by the caller)."""
+    from gcframe.modeling.loading import weights_like_config
     from gcframe.modeling.tokenizers import with_prompt_bos
 
     final = Path(final)
@@ -51,6 +52,7 @@ def save(model, tokenizer, final: str | Path, base_dir, state_dict=None) -> Path
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, state_dict=state_dict)  # a PeftModel writes only its adapter
     with_prompt_bos(tokenizer).save_pretrained(tmp)  # tok(text) adds the <bos> training opened prompts with
+    weights_like_config(tmp)  # not safetensors' 0600
     if is_lora(model):
         base = Path(base_dir).resolve() if base_dir and Path(base_dir).exists() else base_dir
         (tmp / "MERGE.md").write_text(MERGE_NOTE.format(base=base, final=final.resolve()))
