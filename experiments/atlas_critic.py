@@ -74,13 +74,19 @@ def summarise(tokens: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(dist), pd.DataFrame(length)
 
 
+def critic_config(spec: dict, load_config):
+    """(RunConfig, task) of the critic's run: the atlas's config (`load_config`) on TASK, PPO without a KL term, and
+    stage 1 of spec['critic_sft_steps'] steps (with --quick's stage-1 rule, spec['stage1'])."""
+    return load_config(spec, {"task": TASK, "methods": {"ppo": {"beta": 0.0}},
+                              "sft_base": {"steps": spec["critic_sft_steps"], **spec.get("stage1", {})}})
+
+
 def run(out: Path, spec: dict, load_config, acc, say) -> dict:
     """PPO from this task's SFT base for spec['critic_steps'] steps, probed every spec['critic_every']."""
     from gcframe import pipeline
     from gcframe.trainer import Trainer
 
-    cfg, task = load_config(spec, {"task": TASK, "methods": {"ppo": {"beta": 0.0}},
-                                   "sft_base": {"steps": spec["critic_sft_steps"]}})
+    cfg, task = critic_config(spec, load_config)
     base_dir, base_info = pipeline.sft_base(cfg, task, acc, show_progress=False)
     rows = [task.prompts[i] for i in range(spec["critic_prompts"])]
     prompts, answers = [r["prompt"] for r in rows], [r["answer"] for r in rows]

@@ -11,8 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(*args, cwd=ROOT):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+def run(*args, cwd=ROOT, **env_extra):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **env_extra}
     return subprocess.run([sys.executable, "experiments/compare.py", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
@@ -42,7 +42,8 @@ def test_list_methods_prints_registered_names():
 @pytest.fixture(scope="module")
 def quick_sft(tmp_path_factory):
     out = tmp_path_factory.mktemp("cmp") / "out"
-    res = run("--methods", "sft", "--quick", "--out", str(out), "--no-progress")
+    empty = tmp_path_factory.mktemp("empty-cache")  # --quick must finish from an empty cache (its stage 1 included)
+    res = run("--methods", "sft", "--quick", "--out", str(out), "--no-progress", GCFRAME_CACHE=str(empty))
     assert res.returncode == 0, res.stderr[-2000:]
     return out, res
 
