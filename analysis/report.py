@@ -29,7 +29,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from analysis.runs import RESCORED_SOURCE, Runs, fmt, markdown_table, partial_rescorings, spread  # noqa: E402
-from gcframe.errors import cli_entry  # noqa: E402
+from gcframe.errors import check_writable, cli_entry  # noqa: E402
 
 DPI = 100
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -655,6 +655,8 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
         md += ["\n## Starved runs\n", "Runs whose completions were mostly cut off, or whose groups mostly had no "
                "reward variance, for several steps in a row: little or nothing to learn from.\n", *starved, ""]
     rep = runs.out / "report"  # written only now: every refusal above leaves it as it was
+    check_writable(rep, f"the report writes {rep}: make it writable, or copy the folder and report the copy",
+                   below=True)  # before any figure: none is left half-written
     rep.mkdir(exist_ok=True)
     figs = {"learning_curves.png": fig_learning_curves(runs, rep / "learning_curves.png"),
             "reward_vs_kl.png": fig_reward_kl(runs, rep / "reward_vs_kl.png"),
