@@ -81,11 +81,18 @@ def _row(frame: pd.DataFrame, **where) -> pd.Series:
 # -- the design --------------------------------------------------------------------------------------------------------
 def test_design():
     """'× rft, online_rft, grpo, grpo_ps × 3 seeds, 300 steps each: 36 cells. Greedy accuracy on 500 held-out problems
-    every 50 steps keeps every problem's outcome' and 'the bases are 0.20, 0.41 and 0.70 held-out greedy'."""
+    every 50 steps keeps every problem's outcome' and 'the bases are 0.20, 0.41 and 0.70 held-out greedy, and land
+    within 0.012 of each other under 1e-7 weight perturbations' (results/base_stability/stability.csv)."""
     _says("× 3 seeds, 300 steps each: 36 cells.", "Greedy accuracy on 500 held-out problems every 50 steps",
           "**hard**: 5 one-digit operands, target 0.20; **medium**: 4 operands, 0.40; **easy**: 4 operands, 0.70",
-          "the bases are 0.20, 0.41 and 0.70 held-out greedy", "the smallest difference this design (3 seeds × 500 "
-          "problems) detects")
+          "the bases are 0.20, 0.41 and 0.70 held-out greedy, and land within 0.012 of each other under 1e-7 weight "
+          "perturbations", "the smallest difference this design (3 seeds × 500 problems) detects")
+    stability = ROOT / "results" / "base_stability"
+    if (stability / "stability.csv").is_file():
+        levels = pd.read_csv(stability / "stability.csv")
+        levels = levels[levels["setup"].str.startswith("§5.2 map")]
+        assert len(levels) == 3 and _is(levels["float32 spread"].max(), "0.012")
+        assert "1e-7 perturbations" in (stability / "headline.md").read_text()
     yaml = pytest.importorskip("yaml")
     cfg = yaml.safe_load((SWEEP / "sweep.yaml").read_text())
     assert len(cfg["levels"]) * len(cfg["methods"]) * len(cfg["seeds"]) == 36
