@@ -46,7 +46,7 @@ RESULTS = ROOT / "results"
 DEFAULT_CONFIG = ROOT / "experiments" / "configs" / "default.yaml"
 CLAIM_TESTS = sorted({*(ROOT / "tests").glob("test_*claims*.py"), ROOT / "tests" / "test_result_claims.py"})
 
-# -- what is not sourced yet, by name -----------------------------------------------------------------------------------
+# -- what is not sourced yet, by name ----------------------------------------------------------------------------------
 LEAD_REMAKES: dict[str, list] = {
     "README.md": ["## Result: every method from one SFT base"],  # the section, to the next "## " heading
     "docs/results/default.md": [None],  # the whole page
@@ -86,7 +86,7 @@ UNSOURCED: dict[str, list] = {
 """Measurements with no file in results/, per page: a heading (its section), a (start, end) pair (the text from start
 up to end) or a phrase. Each needs a result (and a claim test where the page derives from it) or a cut."""
 
-# -- what is not a result -----------------------------------------------------------------------------------------------
+# -- what is not a result ----------------------------------------------------------------------------------------------
 NOT_RESULTS: dict[str, str] = {
     "573 tests": "the suite's size when the README was last updated (`pytest --collect-only` counts it)",
     "80 columns": "the width gcframe/tracking/progress.py draws a bar at when the terminal reports no size",
@@ -104,7 +104,7 @@ WALL_CLOCK = re.compile(r"~?\d+(?:\.\d+)? (?:h(?: \d+ min)?|min(?:utes)?(?: \d+ 
 YEAR = re.compile(r"(?:[A-Z][a-zA-Z]+(?: et al\.,?| and [A-Z][a-z]+)? \(?|\()((?:19|20)\d\d)\b")
 """A citation's year: 'Williams 1992', 'Ahmadian et al. 2024', 'Agarwal et al. (2021)', '(2007)'."""
 
-# -- numbers ------------------------------------------------------------------------------------------------------------
+# -- numbers -----------------------------------------------------------------------------------------------------------
 INT = r"\d{1,3}(?:,\d{3})+(?!\d)|\d+"
 NUMBER = re.compile(rf"(?<![\w.@§/#^·])(?:[+\-−](?=\d))?(?:{INT})(?:\.\d+)?(?:e[\-−+]?\d+)?(?![\w@]|\.\d)(%?)")
 """A number standing alone: not part of a name (SmolLM2, pass@8, §5.2, k3, 135M, float32) or of another number."""
@@ -133,11 +133,13 @@ def _fraction(percent: str) -> tuple[float, int]:
 
 
 def _numbers_in(text: str) -> set[tuple[float, int]]:
+    """Every number written in a text, as (|value|, decimals)."""
     return {_value(m.group(0)) for m in ANY_NUMBER.finditer(text)}
 
 
 @cache
 def _sorted(sources: frozenset) -> tuple[list[float], list[int]]:
+    """The values in order, and their decimals: what `_matches` bisects."""
     pairs = sorted(sources)
     return [v for v, _ in pairs], [d for _, d in pairs]
 
@@ -151,7 +153,7 @@ def _matches(x: tuple[float, int], sources: frozenset) -> bool:
     return any(decimals[i] >= d for i in range(lo, hi))
 
 
-# -- sources ------------------------------------------------------------------------------------------------------------
+# -- sources -----------------------------------------------------------------------------------------------------------
 def _literals(node: ast.AST, skip=()) -> set[tuple[float, int]]:
     """Number literals under an AST node (numbers exact, strings as written), less the string nodes in `skip`."""
     out = set()
@@ -226,7 +228,7 @@ def shown(text: str) -> list[tuple[int, int, frozenset]]:
             for a, b in zip(starts, starts[1:])]
 
 
-# -- the page's own words ------------------------------------------------------------------------------------------------
+# -- the page's own words ----------------------------------------------------------------------------------------------
 def _flat(text: str) -> str:
     return re.sub(r"\s+", " ", text)
 
@@ -274,8 +276,9 @@ def own_words(rel: str, text: str) -> str:
     for phrase in NOT_RESULTS:
         text = _blank_all(text, r"\s+".join(map(re.escape, phrase.split())))
     text = _blank_all(text, MARK)
-    for pattern in (r"```.*?```", r"<!-- gcframe:value .*?<!-- /value -->", r"<!--.*?-->", r"<sub>.*?</sub>", r"\$\$.*?\$\$", r"\{\{.*?\}\}", r"`[^`]*`"):
-        text = _blank_all(text, pattern, re.S)
+    filled = r"<!-- gcframe:value .*?<!-- /value -->"  # a value the docs hook fills in and checks
+    for pattern in (r"```.*?```", filled, r"<!--.*?-->", r"<sub>.*?</sub>", r"\$\$.*?\$\$", r"\{\{.*?\}\}", r"`[^`]*`"):
+        text = _blank_all(text, pattern, re.S)  # code, comments, provenance lines, maths, placeholders
     quote = r"\"[^\"\n]*(?:\n[^\"\n]*)?\"|“[^”]*”"  # a quoted example, which may wrap once
     for pattern in (r"\$[^$\n]+\$", r"\]\([^)\s]*\)", r"https?://\S+", quote, WALL_CLOCK, r"(?m)^\s*\d+\. "):
         text = _blank_all(text, pattern)  # maths, a link's target, a quote, a wall-clock time, a numbered list
@@ -299,7 +302,7 @@ def _quoted_spans(text: str):
 def unsourced(rel: str, text: str) -> list[str]:
     """'NUMBER in «context»' for every number of the page's own words that has no source."""
     words = own_words(rel, text)
-    sources = set(configuration(text))  # and the numbers computed in place:
+    sources = set(configuration(text))
     for m in ARITHMETIC.finditer(words):  # 4: a number computed in place
         expr = m.group(1).replace("×", "*").replace("·", "*").replace("−", "-").replace(",", "")
         try:
@@ -338,7 +341,7 @@ def test_every_number_in_prose_has_a_source(page):
         "\n  ".join(missing)
 
 
-# -- the checker itself --------------------------------------------------------------------------------------------------
+# -- the checker itself ------------------------------------------------------------------------------------------------
 TABLE = "<!-- result: toy/table.csv -->\n| method | accuracy |\n|---|---|\n| grpo | 0.4207 |\n<!-- /result -->\n"
 
 

@@ -251,9 +251,9 @@ def test_smollm2_the_eight_method_table():
           "PPO is left out of the table for its cost (a critic as large as the policy; its cells took 1,724 s of "
           "training each in the eight-method table, against 278–752 s for the others,",
           "ranked SFT (0.562) and PPO (0.556) first, then RLOO (0.528), online RFT (0.500) and GRPO (0.493), with DPO, "
-          "RFT and grpo_ps at 0.42–0.45; the first five's 95% intervals (±0.00 to ±0.20) overlap, and that table tested "
-          "only the §5.2 pairs (paired by seed). PPO's cells cost 1,724 s of training each against 278–752 s for the "
-          "others; grpo_ps ended 0.069 ± 0.060 below grpo, paired by seed. Over the last third (steps 16 → 24, paired "
+          "RFT and grpo_ps at 0.42–0.45; the first five's 95% intervals (±0.00 to ±0.20) overlap, and that table "
+          "tested only the §5.2 pairs (paired by seed). PPO's cells cost 1,724 s of training each against 278–752 s "
+          "for the others; grpo_ps ended 0.069 ± 0.060 below grpo, paired by seed. Over the last third (steps 16 → 24, paired "
           "by seed) the five at 2e-4 had the largest mean gains, online RFT +0.13 ± 0.32, GRPO +0.11 ± 0.13, RLOO "
           "+0.10 ± 0.12, grpo_ps +0.06 ± 0.05 and DPO +0.24 ± 0.17, against SFT +0.05 ± 0.08, RFT −0.01 ± 0.12 and PPO "
           "+0.04 ± 0.03; only DPO's, grpo_ps's and PPO's intervals exclude 0.")
@@ -788,9 +788,9 @@ def test_readme_stability_sentence():
     """'Another CPU family sums float32 in another order (not measured); on one CPU, 1e-7 weight perturbations move a
     stage 1 stopped by a step count from 0.42 to 0.74, the default's, stopped by its accuracy, by the spread above'
     (not "another CPU family moves it": only perturbations on one CPU were measured)."""
-    _says(README.read_text(), "Another CPU family sums float32 in another order (not measured); on one CPU, 1e-7 weight "
-                              "perturbations move a stage 1 stopped by a step count from 0.42 to 0.74, the default's, "
-                              "stopped by its accuracy, by the [spread above]")
+    _says(README.read_text(), "Another CPU family sums float32 in another order (not measured); on one CPU, 1e-7 "
+                              "weight perturbations move a stage 1 stopped by a step count from 0.42 to 0.74, the "
+                              "default's, stopped by its accuracy, by the [spread above]")
     assert "1e-7 perturbations" in (RESULTS / "base_stability" / "headline.md").read_text()
     s = _csv("base_stability/stability.csv").set_index("setup")
     steep = s.loc["500 demos, 500 steps, constant lr"]
@@ -804,8 +804,8 @@ def _wpp(name: str) -> pd.DataFrame:
 
 
 def test_readme_word_problems_pipeline():
-    """'On word problems, RL from an SFT model (`reproduce.py word_problems_pipeline`) separates no gain over it: the SFT
-    model scores 0.910 on 200 problems, 72% of GRPO's groups carry no reward difference, and two seeds detect
+    """'On word problems, RL from an SFT model (`reproduce.py word_problems_pipeline`) separates no gain over it: the
+    SFT model scores 0.910 on 200 problems, 72% of GRPO's groups carry no reward difference, and two seeds detect
     differences of 0.222 with 80% power.' (Not "no final model beats it": P(A>B) is 0.50 for sft and ppo.)"""
     _says(README.read_text(),
           "On word problems, RL from an SFT model (`reproduce.py word_problems_pipeline`) separates no gain over it: "
