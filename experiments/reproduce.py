@@ -235,6 +235,9 @@ def reproduce(name: str, args) -> Path | None:
                 print(f"{name}: models still being re-scored elsewhere; the last process to finish writes {results}")
                 return None
         collect.from_compare(runs, results)
+        committed = Path(args.results) / name / "summary.csv"
+        if results.parent != Path(args.results) and committed.is_file() and (results / "summary.csv").is_file():
+            print(collect.compare_rows(results / "summary.csv", committed))  # the check beside the result
         if stage is not None:
             collect.from_compare(stage, results, prefix=f"{recipe.base_run['method']}_stage_")
     else:

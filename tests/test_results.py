@@ -113,7 +113,8 @@ def test_a_compare_result_is_started_once_and_joined_by_resume(tmp_path, monkeyp
     monkeypatch.setattr(reproduce, "run", lambda cmd: calls.append(cmd))
     recipe, out = reproduce.RECIPES["default"], tmp_path / "default"
     reproduce.compare_cells(recipe, [0, 1, 2], out, quick=False)
-    assert calls[-1][0] == "experiments/compare.py" and calls[-1][-4:] == ["--seeds", "0,1,2", "--out", str(out)]
+    assert calls[-1][0] == "experiments/compare.py"
+    assert calls[-1][-4 - len(recipe.args):] == ["--seeds", "0,1,2", "--out", str(out), *recipe.args]
     assert not out.with_name("default.start.claim").exists()  # released once compare.py returned
     sweep = reproduce.RECIPES["smollm2_lr"]  # a recipe's own compare.py arguments (a sweep's --methods) are passed
     reproduce.compare_cells(sweep, [0], tmp_path / "smollm2_lr", quick=False)
@@ -147,6 +148,8 @@ def test_a_check_with_other_seeds_never_overwrites_the_committed_result(tmp_path
     seen = {}
     monkeypatch.setattr(reproduce, "compare_cells", lambda recipe, seeds, runs, quick: seen.update(runs=runs))
     monkeypatch.setattr(results, "from_compare", lambda runs, res: seen.update(results=res))
+    monkeypatch.setattr(reproduce, "run", lambda cmd: seen.update(rescore=cmd))  # the test-set re-scoring
+    monkeypatch.setattr(reproduce, "rescored", lambda runs, args: True)
     args = reproduce.parse_args(["default", "--seeds", "0", "--runs", str(tmp_path / "runs"),
                                  "--results", str(tmp_path / "results")])
     (tmp_path / "runs" / "default-seeds0").mkdir(parents=True)

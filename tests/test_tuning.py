@@ -1,0 +1,176 @@
+"""Three problem sets and each method at its own rate (issue: a fair head-to-head): the validation split, its
+refusals, the log-spaced evaluations, `compare.py --tune` end to end, and the tuning report's arithmetic."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import pandas as pd
+import pytest
+import yaml
+
+from gcframe.config import TrainConfig
+from gcframe.errors import UserError
+from gcframe.tasks import TaskConfig, build_task, split_validation
+from gcframe.trainer import eval_steps
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analysis.tuning import expected_max  # noqa: E402
+from experiments.tune import check_spec, choose  # noqa: E402
+
+
+def compare(*args, **env):
+    return subprocess.run([sys.executable, "experiments/compare.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1", **env})
+
+
+# -- the three problem sets ----------------------------------------------------------------------------------------
+def test_validation_is_carved_from_the_training_prompts_and_disjoint():
+    task = build_task(TaskConfig(n_demos=300, n_heldout=200, n_validation=150))
+    val, test = set(task.validation["prompt"]), set(task.heldout["prompt"])
+    train, demos = set(task.prompts["prompt"]), set(task.demos["prompt"])
+    assert len(val) == 150 and len(test) == 200
+    assert not (val & test) and not (val & train) and not (val & demos) and not (demos & test)
+    assert demos <= train  # the demonstrations' prompts stay RL prompts, as without a validation set
+    plain = build_task(TaskConfig(n_demos=300, n_heldout=200))
+    assert len(plain.validation) == 0 and len(plain.prompts) == len(task.prompts) + 150
+
+
+@pytest.mark.parametrize("n", [1, 99, -5])
+def test_a_validation_set_too_small_to_rank_is_refused(n):
+    with pytest.raises(UserError, match=r"task.n_validation must be 0 \(no validation set\) or >= 100"):
+        TaskConfig(n_validation=n)
+
+
+def test_a_validation_set_that_overlaps_the_test_set_is_refused():
+    task = build_task(TaskConfig(n_demos=50, n_heldout=100))
+    leak = datasets.concatenate_datasets([task.prompts, task.heldout.select(range(3))])  # 3 test rows among prompts
+    task.prompts = leak
+    with pytest.raises(UserError, match=r"the validation and test problems share 3 prompt\(s\)"):
+        split_validation(task, 100)
+
+
+def test_evaluations_spaced_evenly_in_log_steps():
+    # 1000^(j/6) for j = 1..6: 3.16, 10, 31.6, 100, 316, 1000 -> rounded
+    assert eval_steps(TrainConfig(steps=1000, eval_points=6)) == {3, 10, 32, 100, 316, 1000}
+    assert eval_steps(TrainConfig(steps=100, eval_every=20)) == {20, 40, 60, 80, 100}
+    assert eval_steps(TrainConfig(steps=8, eval_points=20)) <= set(range(1, 9))  # small j merge, never step 0
+
+
+# -- the tuning's rules ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec, msg", [
+    ({"lr": [1e-4]}, r"tune.lr has 1 distinct rate\(s\): tuning needs at least 2"),
+    ({"lr": [1e-4, 1e-4]}, r"tune.lr has 1 distinct rate"),
+    ({"lr": [0.0, 1e-4]}, r"tune.lr must hold rates > 0, got 0"),
+    ({"lr": [-1e-4, 1e-4]}, r"tune.lr must hold rates > 0"),
+    ({"lr": "1e-4"}, r"tune.lr must be a list of learning rates"),
+    ({"lr": [1e-4, 1e-3], "step": 10}, r"tune has unknown key\(s\) step"),
+])
+def test_a_bad_tuning_is_refused(spec, msg):
+    with pytest.raises(UserError, match=msg):
+        check_spec(spec)
+
+
+@pytest.mark.parametrize("rates, msg", [("1e-4", "needs at least 2"), ("0,1e-4", "rates > 0"),
+                                        ("1e-4,fast", "comma-separated learning rates")])
+def test_compare_refuses_a_bad_tune_before_anything_trains(tmp_path, rates, msg):
+    res = compare("--tune", rates, "--quick", "--methods", "sft", "--out", str(tmp_path / "out"),
+                  GCFRAME_CACHE=str(tmp_path / "cache"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert msg in res.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
+def test_compare_refuses_tuning_without_a_validation_set(tmp_path):
+    cfg = yaml.safe_load((ROOT / "experiments/configs/default.yaml").read_text())
+    cfg["task"]["n_validation"] = 0
+    cfg["train"]["eval_split"] = "test"
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    res = compare("--config", str(tmp_path / "c.yaml"), "--tune", "--quick", "--methods", "sft", "--out",
+                  str(tmp_path / "out"), GCFRAME_CACHE=str(tmp_path / "cache"))
+    assert res.returncode == 2 and "set task.n_validation" in res.stderr.strip().splitlines()[-1]
+
+
+def test_the_choice_is_the_best_validation_accuracy_ties_to_the_smaller_rate():
+    results = {("a", 1e-4): (0.30, "ok"), ("a", 1e-3): (0.30, "ok"), ("a", 1e-5): (0.10, "ok"),
+               ("b", 1e-4): (float("nan"), "diverged"), ("b", 1e-5): (0.0, "ok")}
+    assert choose(results) == {"a": 1e-4, "b": 1e-5}  # a: a tie at 0.30; b: a diverged trial is worse than 0.0
+
+
+def test_expected_best_after_n_trials_by_hand():
+    # Dodge et al. 2019 eq. 1, scores 0.2, 0.4: n = 1 -> the mean 0.3; n = 2 -> 0.2·(1/2)² + 0.4·(1 − 1/4) = 0.35
+    assert expected_max([0.4, 0.2], 1) == pytest.approx(0.3)
+    assert expected_max([0.4, 0.2], 2) == pytest.approx(0.35)
+    # three scores 0.1, 0.5, 0.9, n = 2: 0.1·(1/9) + 0.5·(4/9 − 1/9) + 0.9·(1 − 4/9) = (0.1 + 1.5 + 4.5)/9
+    assert expected_max([0.9, 0.1, 0.5], 2) == pytest.approx(6.1 / 9)
+    assert expected_max([0.9, 0.1, 0.5], 50) == pytest.approx(0.9, abs=1e-8)  # many trials: the best one
+
+
+# -- compare.py --tune end to end -----------------------------------------------------------------------------------
+TINY = {"task": {"operands": 2, "digits": 2, "n_demos": 100, "n_heldout": 100, "n_validation": 100},
+        "model": {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64},
+        "sft_base": {"steps": 30, "lr": 3.0e-3, "batch_size": 32, "warmup_steps": 5, "eval_every": 10, "patience": 2,
+                     "ema": 0.9},
+        "train": {"steps": 3, "prompts_per_step": 4, "group_size": 4, "eval_size": 100, "eval_split": "validation",
+                  "eval_points": 2, "eval_k": 2, "sample_every": 0, "checkpoint_every": 0},
+        "tune": {"lr": [1e-4, 1e-2], "steps": 2},
+        "methods": {"online_rft@filled": {"fill_correct": True, "max_rounds": 2}}}
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tune")
+    (d / "c.yaml").write_text(yaml.safe_dump(TINY))
+    res = compare("--config", str(d / "c.yaml"), "--tune", "--methods", "sft,online_rft@filled", "--out",
+                  str(d / "out"), "--no-progress", GCFRAME_CACHE=str(d / "cache"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    return d / "out", res
+
+
+def test_tune_runs_every_rate_for_every_method_on_validation(tuned):
+    out, _ = tuned
+    df = pd.read_csv(out / "tune" / "tune.csv")
+    assert sorted(zip(df["method"], df["lr"])) == [("online_rft@filled", 1e-4), ("online_rft@filled", 1e-2),
+                                                 ("sft", 1e-4), ("sft", 1e-2)]
+    assert df.groupby("method")["chosen"].sum().tolist() == [1, 1]
+    for _, r in df.iterrows():  # each trial: its rate, 2 steps, evaluated on the validation problems only
+        cfg = yaml.safe_load((out / "tune" / f"{r['method']}@lr{r['lr']:g}" / "seed0" / "config.yaml").read_text())
+        assert cfg["train"]["lr"] == r["lr"] and cfg["train"]["steps"] == 2
+        assert cfg["train"]["eval_split"] == "validation" and cfg["splits"]["validation"]["problems"] == 100
+
+
+def test_every_run_then_trains_at_its_chosen_rate_and_is_scored_on_test(tuned):
+    out, res = tuned
+    df = pd.read_csv(out / "tune" / "tune.csv")
+    chosen = dict(zip(df[df["chosen"]]["method"], df[df["chosen"]]["lr"]))
+    for label, lr in chosen.items():
+        run = out / label / "seed0"
+        assert yaml.safe_load((run / "config.yaml").read_text())["train"]["lr"] == lr
+        rows = [json.loads(x) for x in (run / "rescored" / "final-n100-k2.jsonl").read_text().splitlines()]
+        assert len(rows) == 100  # the final model on the 100 test problems
+    assert (out / "rescored" / "base-n100-k2.jsonl").is_file()
+    top = yaml.safe_load((out / "config.yaml").read_text())
+    assert top["tune"]["lr"] == [1e-4, 1e-2] and top["methods"]["sft"]["train"]["lr"] == chosen["sft"]
+    assert top["splits"]["test"]["digest"] != top["splits"]["validation"]["digest"]
+
+
+def test_the_intervention_trains_on_correct_samples_only(tuned):
+    out, _ = tuned
+    rows = [json.loads(x) for x in (out / "online_rft@filled" / "seed0" / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if "loss" in r]
+    assert train and all("fill_rounds" in r and 1 <= r["fill_rounds"] <= 2 for r in train)
+    assert all(0 <= r["fill_shortfall"] <= 16 for r in train)  # B·G = 16 wanted per step
+
+
+def test_the_tuning_report(tuned):
+    out, _ = tuned
+    from analysis.tuning import write
+
+    md = write(out).read_text()
+    assert "chosen lr" in md and (out / "report" / "tuning.png").is_file()
