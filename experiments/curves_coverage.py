@@ -2,6 +2,7 @@
 evaluation points and seeds.
 
     python experiments/curves_coverage.py [--sims 200] [--seeds 3] [--steps 1000] [--points 12] [--eval-size 500]
+                                          [--csv coverage.csv]     # also the table as CSV (a results/ folder's)
 
 The model: every seed starts from one base, R₀ = 0.43 (the 600-demonstration base of issue 41), measured once with
 binomial noise on eval_size problems (the step-0 evaluation every seed shares). Seed s follows the saturating curve
@@ -121,7 +122,8 @@ def design(rng, sims: int, boot: int, seeds: int, steps: int, points: int, eval_
     out = {"design": truth[0], "seed_sd": seed_sd, "reported": reported / sims,
            "falls": float(np.mean([s in ("falls", "collapses") for s in statuses])),
            "rising": float(np.mean([s == "still rising" for s in statuses])),
-           "forecast": float(np.mean(~np.isnan(errors))), "forecast |error|": float(np.nanmedian(np.abs(errors))),
+           "forecast": float(np.mean(~np.isnan(errors))),
+           "forecast |error|": float(np.median(np.abs(e))) if len(e := np.array(errors)[~np.isnan(errors)]) else np.nan,
            "noise |error|": float(np.median(np.abs(floor)))}
     for p in PARAMS:
         for k in ("t", "boot"):
@@ -140,6 +142,7 @@ def main(argv=None) -> int:
     ap.add_argument("--points", type=int, default=12, help="evaluations spaced evenly in log-steps (train.eval_points)")
     ap.add_argument("--eval-size", type=int, default=500, help="problems per evaluation (the validation set's)")
     ap.add_argument("--seed", type=int, default=0, help="random seed of the whole simulation")
+    ap.add_argument("--csv", help="also write the table here (a row per design)")
     args = ap.parse_args(argv)
     if args.sims < 1 or args.boot < 40 or args.seeds < 2 or args.points < 3:
         ap.error("--sims must be >= 1, --boot >= 40 (a 2.5% percentile needs resamples beyond it), --seeds >= 2 "
@@ -151,13 +154,20 @@ def main(argv=None) -> int:
     cols = [f"cover {p} {k}" for k in ("t", "boot") for p in PARAMS]
     print(f"{'design':>10} {'seed sd':>15} {'reported':>8} | " + " ".join(f"{c[6:]:>9}" for c in cols)
           + f" | {'width A t':>9} {'boot':>6} | {'falls':>5} {'rising':>6} | {'forecast':>8} {'|err|':>6} {'noise':>6}")
+    rows = []
     for truth, sd in itertools.product(DESIGNS, SEED_SDS):
         r = design(rng, args.sims, args.boot, args.seeds, args.steps, args.points, args.eval_size, truth, sd)
+        rows.append({"steps": args.steps, "points": args.points, "seeds": args.seeds, "eval_size": args.eval_size,
+                     "sims": args.sims, **r, "seed_sd": "/".join(f"{x:g}" for x in sd)})
         print(f"{truth[0]:>10} {str(sd):>15} {r['reported']:>8.2f} | " + " ".join(f"{r[c]:>9.3f}" for c in cols)
               + f" | {r['width A t']:>9.3f} {r['width A boot']:>6.3f} | {r['falls']:>5.3f} {r['rising']:>6.3f}"
               + f" | {r['forecast']:>8.2f} {r['forecast |error|']:>6.3f} {r['noise |error|']:>6.3f}",
               flush=True)
     print(f"{time.time() - start:.0f} s")
+    if args.csv:
+        import pandas as pd
+
+        pd.DataFrame(rows).to_csv(args.csv, index=False, float_format="%.4f")
     return 0
 
 
