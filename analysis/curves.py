@@ -170,6 +170,8 @@ def noise_sd(r, n_problems: int | None) -> float:
     """σ of one evaluation: binomial √(p(1−p)/n) at the run's mean accuracy over n problems; without n, the robust
     spread of the successive differences over the later half of the evaluations (1.4826·median|Δ|/√2)."""
     r = np.asarray(r, float)
+    if not len(r):  # only the step-0 evaluation: nothing to fit, and no noise to size
+        return math.nan
     if n_problems:
         p = float(np.clip(r.mean(), 0.02, 0.98))
         return math.sqrt(p * (1 - p) / n_problems)

@@ -132,6 +132,7 @@ def test_too_few_points_are_refused_in_one_line(tmp_path, capsys):
     out = tmp_path / "runs"
     for seed in range(2):
         write_run(out, "grpo", seed, [R0, 0.5, 0.6], steps=[0, 50, 100])
+    write_run(out, "rft", 0, [R0], steps=[0])  # just started: its step-0 evaluation only
     with pytest.raises(SystemExit) as e:
         curves.main([str(out)])
     assert e.value.code == 2
