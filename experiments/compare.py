@@ -306,8 +306,6 @@ def _main(args, where: dict) -> int:
         check_out(Path(args.out), args.overwrite)  # before a model is converted or a base trained
     else:
         check_resume(Path(args.out), cfg, names, seeds)
-    # torch's threads for this machine's load (a resume keeps the count its folder was started with)
-    threads.setup(args.threads, Path(args.resume) / "env.json" if args.resume else None)
 
     from gcframe import pipeline
     from gcframe.rewards import functions as reward_funcs
@@ -325,6 +323,9 @@ def _main(args, where: dict) -> int:
     if args.quick and not cfg.model.path:
         quick_stage1(cfg, task)
     tracker_names = trackers.names(cfg.train.report_to)
+    # torch's threads for this machine's load, the run's first line once its input is known good (a resume keeps
+    # the count its folder was started with)
+    threads.setup(args.threads, Path(args.resume) / "env.json" if args.resume else None)
     acc = make_accelerator()
     out = prepare_out(args, acc)
     if args.quick and (line := quick_line(args.quick_replaced, cfg, names)):
