@@ -232,6 +232,9 @@ class Trainer:
                 right = micro.data["correct"].bool().unsqueeze(1).expand_as(mask)  # [N] -> [N, T]
                 tally.add("gc_right", gc.detach()[mask & right])
                 tally.add("gc_wrong", gc.detach()[mask & ~right])
+            if "zero_var" in micro.data:  # |GC| on the tokens of equal-reward groups: does the method learn there?
+                silent = mask & micro.data["zero_var"].bool().unsqueeze(1).expand_as(mask)  # [N, T]
+                tally.add("gc_abs_zero_var", gc.detach().abs()[silent])
             tally.add("entropy", entropy[mask])
             if "ref_logp" in micro.data and "truncated" in micro.data:  # tokens sampled from π_θ, where the k3 mean
                 tally.add("kl_ref", k3(micro.data["ref_logp"], logp.detach())[mask])  # estimates KL(π_θ‖π_ref)
@@ -269,6 +272,10 @@ class Trainer:
         bad = sorted(k for k, v in batch.data.items() if v.is_floating_point() and not torch.isfinite(v).all())
         if bad:  # rewards, log-probs of π_ref/π_old (logits), advantages, values
             raise FloatingPointError(", ".join(bad))
+        if self._grouped(batch):  # which sequences sit in a group of equal rewards (the starvation check's GC there)
+            from gcframe.advantages import zero_variance
+
+            batch.data["zero_var"] = zero_variance(batch.data["rewards"].double(), batch.group_ids).double()
         t2 = time.perf_counter()
         updates, tally = [], Tally()
         for _ in range(self.tcfg.epochs):
@@ -302,12 +309,9 @@ class Trainer:
         for key in ("rewards", "correct", "truncated"):
             if key in d:
                 tally.add(key, d[key])
-        grouped = ("rewards" in d and "truncated" in d and self.tcfg.group_size > 1  # sampled groups of a prompt
-                   and len(batch.group_ids.unique()) < len(batch))  # (PPO's one sample per prompt: no groups)
+        grouped = "zero_var" in d
         if grouped:  # per sequence; groups are equal-sized, so the mean is the share of groups
-            from gcframe.advantages import zero_variance
-
-            tally.add("zero_var_groups", zero_variance(d["rewards"].double(), batch.group_ids).double())
+            tally.add("zero_var_groups", d["zero_var"])
         tally.all_sum(self.ctx)
         out = {"completion_len": tally.mean("completion_len"), "n_seqs": tally.count("completion_len"),
                "gc_mean": tally.mean("gc"), "gc_std": tally.std("gc"), "gc_pos_frac": tally.mean("gc_pos"),
@@ -328,7 +332,18 @@ class Trainer:
             out["truncated_frac"] = tally.mean("truncated")
         if grouped:
             out["zero_var_groups"] = tally.mean("zero_var_groups")
+            # mean |GC| per token on equal-reward groups over the mean on all tokens: ~0 where the method's GC
+            # vanishes there (a group baseline: only π_ref's KL term is left), ~1 or more where it learns from them
+            # (online RFT's 1[correct] on an all-correct group); starved_groups counts them only where it vanishes
+            zv = tally.mean("gc_abs_zero_var") if tally.count("gc_abs_zero_var") else 0.0
+            out["zero_var_gc"] = zv / max(tally.mean("gc_abs"), 1e-30)
+            out["starved_groups"] = out["zero_var_groups"] if out["zero_var_gc"] <= health.SILENT_GC else 0.0
         return out
+
+    def _grouped(self, batch: Batch) -> bool:
+        """Sampled groups of a prompt (PPO's one sample per prompt, a pool or demonstrations: no groups)."""
+        return ("rewards" in batch.data and "truncated" in batch.data and self.tcfg.group_size > 1
+                and len(batch.group_ids.unique()) < len(batch))
 
     def _check_health(self, row: dict) -> None:
         """One line per kind when the last steps were starved (gcframe.tracking.health): most completions cut off, or

@@ -166,6 +166,12 @@ def test_the_intervention_trains_on_correct_samples_only(tuned):
     train = [r for r in rows if "loss" in r]
     assert train and all("fill_rounds" in r and 1 <= r["fill_rounds"] <= 2 for r in train)
     assert all(0 <= r["fill_shortfall"] <= 16 for r in train)  # B·G = 16 wanted per step
+    # every group it trains on has equal rewards; where they are correct, GC = 1 there and it is not starved (no
+    # warning); a step with no correct sample at all trains on the plain batch, GC = 0: starved, and said
+    for r in train:
+        assert r["zero_var_groups"] == 1.0
+        some = r["fill_shortfall"] < 16
+        assert (r["zero_var_gc"] > 0.5 and r["starved_groups"] == 0.0) if some else r["starved_groups"] == 1.0
 
 
 def test_the_tuning_report(tuned):

@@ -193,6 +193,12 @@ def test_starved_run_is_named():
     assert "train.max_new_tokens=16" in found["truncated_frac"] and "60%-60%" in found["truncated_frac"]
     assert "steps 2-7" in found["zero_var_groups"] and "train.temperature or train.group_size" in found["zero_var_groups"]
     assert starvation(rows[:4]) == {}  # fewer steps than the window: nothing said
+    # a method that learns from its equal-reward groups (online RFT on all-correct groups): the trainer logs
+    # starved_groups 0 beside zero_var_groups 0.9, and nothing is said; where its GC vanishes there, it is said
+    learns = [{**r, "starved_groups": 0.0} for r in rows]
+    assert "zero_var_groups" not in starvation(learns)
+    silent = [{**r, "starved_groups": r["zero_var_groups"]} for r in rows]
+    assert "steps 2-7" in starvation(silent)["zero_var_groups"]
 
 
 def test_plain_progress_lines_and_a_bar_on_a_zero_width_pty(monkeypatch):

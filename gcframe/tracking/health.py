@@ -5,13 +5,18 @@ gradient has little or nothing to learn from. The trainer prints one line per ki
 
 The measured columns: `truncated_frac` (share of sampled completions that hit max_new_tokens) and
 `zero_var_groups` (share of prompt groups whose rewards are all equal), both logged every training step of a method
-that samples groups.
+that samples groups; equal-reward groups warn only where the method's GC vanishes on them (`starved_groups`,
+SILENT_GC): a method that learns from them (online RFT on an all-correct group) is not starved.
 """
 from __future__ import annotations
 
 WINDOW = 5
 """Consecutive training steps a fraction must stay at or above its threshold."""
 THRESHOLDS = {"truncated_frac": 0.25, "zero_var_groups": 0.5}
+SILENT_GC = 0.1
+"""Equal-reward groups starve a method only where its GC vanishes on them: their mean |GC| per token at most this
+share of the batch's (`zero_var_gc`, logged); the trainer then logs them as `starved_groups`. Online RFT learns from
+an all-correct group (GC = 1[correct] = 1), a group baseline does not (Â = 0, only π_ref's KL term is left)."""
 
 
 def _message(kind: str, lo: float, hi: float, first: int, last: int, max_new_tokens=None) -> str:
@@ -33,7 +38,7 @@ def starvation(rows: list[dict], window: int = WINDOW, max_new_tokens=None) -> d
     for kind, threshold in THRESHOLDS.items():
         stretch: list[dict] = []
         for r in train + [{}]:  # a sentinel ends the last stretch
-            v = r.get(kind)
+            v = r.get("starved_groups", r.get(kind)) if kind == "zero_var_groups" else r.get(kind)
             if v is not None and v >= threshold:
                 stretch.append(r)
                 continue
