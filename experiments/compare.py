@@ -210,10 +210,11 @@ def interrupted_line(out: Path, where: dict) -> str:
 
 
 def run_cells(out: Path, cfg, names: list[str], seeds: list[int], *, base_dir, task, acc, rm, args, where: dict,
-              tracker_names, show: bool) -> list[dict] | None:
+              tracker_names, show: bool, wait_line: bool = True) -> list[dict] | None:
     """Train every (label, seed) cell of a comparison into OUT/<label>/seed<k> -> summary rows, in label-then-seed
     order; None when a cell is still running in another process (which then writes the summary). A finished cell
-    is read back, a cell another process holds (a claim file) is skipped and read at the end."""
+    is read back, a cell another process holds (a claim file) is skipped and read at the end (wait_line: say so
+    when it has not finished by then; the tuning waits for its trials itself)."""
     from gcframe.tracking import checkpoint, claims, final_model, trackers
     from gcframe.tracking.env import write_env
     from gcframe.trainer import Trainer
@@ -258,8 +259,9 @@ def run_cells(out: Path, cfg, names: list[str], seeds: list[int], *, base_dir, t
     for label, seed in elsewhere:  # finished meanwhile by the other process: its row joins the summary
         res = checkpoint.finished(out / label / f"seed{seed}", run_config(cfg, label, seed)[1].train.steps)
         if res is None:
-            acc.print(f"{label} seed {seed} is still running in another process: the summary and the report are "
-                      f"left to it (or to `compare.py --resume {out}` once it has finished)")
+            if wait_line:
+                acc.print(f"{label} seed {seed} is still running in another process: the summary and the report are "
+                          f"left to it (or to `compare.py --resume {out}` once it has finished)")
             return None
         rows.append(summary_row(label, seed, out / label / f"seed{seed}", res))
     if elsewhere:

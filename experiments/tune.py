@@ -119,7 +119,7 @@ def _run_trial(tdir: Path, tcfg, label: str, lr: float, spec: dict, run_cells, c
     """One trial; a trial whose loss turned non-finite is recorded as diverged (RUN/DIVERGED holds the message)."""
     tl = trial_label(label, lr)
     try:
-        run_cells(tdir, tcfg, [tl], [spec["seed"]], **ctx)
+        run_cells(tdir, tcfg, [tl], [spec["seed"]], wait_line=False, **ctx)
     except UserError as e:
         if "non-finite" not in str(e):
             raise

@@ -64,7 +64,8 @@ def train(trainer, task, show_progress: bool = True, label: str = "stage 1 (SFT 
     rows, split = stage1_rows(task, trainer.cfg.train.eval_size) if s.eval_every else ([], "none")
     curve, acc, loss_sum, n_loss, t0 = [], None, 0.0, 0, time.time()
     best = {"accuracy": -1.0, "step": 0, "state": None}
-    bar = progress(range(s.steps), total=s.steps, desc=label, show=show_progress)
+    bar = progress(range(s.steps), total=s.steps, desc=label, show=show_progress,
+                   cap=bool(s.target_accuracy or s.patience))  # steps is a cap: no time-left estimate from it
     stopped, rule = None, None
     for step in bar:
         row, _ = trainer.train_step(step)

@@ -93,8 +93,12 @@ def test_ema_and_target_are_checked():
         from_dict({"sft_base": {"ema": 1.0}})
     with pytest.raises(UserError, match="sft_base.target_accuracy must be in"):
         from_dict({"sft_base": {"target_accuracy": 1.5}})
-    with pytest.raises(UserError, match="needs evaluations"):
+    with pytest.raises(UserError, match="need evaluations: set sft_base.eval_every > 0"):
         from_dict({"sft_base": {"target_accuracy": 0.5, "eval_every": 0}})
+    with pytest.raises(UserError, match="need evaluations"):
+        from_dict({"sft_base": {"patience": 3, "eval_every": 0}})
+    with pytest.raises(UserError, match="two stopping rules: set one of them to 0"):
+        from_dict({"sft_base": {"patience": 3, "target_accuracy": 0.5}})
 
 
 def test_early_stopping_on_validation_keeps_the_best_evaluation(tmp_path, monkeypatch):
