@@ -76,6 +76,16 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
         pd.DataFrame(report.overoptimisation_rows(tables)).to_csv(results / f"{prefix}trajectory.csv", index=False)
     if tables.gc and tables.gc.get("methods"):
         report.fig_gc_view(tables, results / f"{prefix}gc_view.png")
+    write_outcomes(tables, results / f"{prefix}{OUTCOMES}")
+    if (runs / "tune" / "tune.csv").is_file():  # compare.py --tune: every trial's validation accuracy, the figure
+        from analysis import tuning
+
+        shutil.copy(runs / "tune" / "tune.csv", results / f"{prefix}tune.csv")
+        table, curve = tuning.tables(tuning.read(runs))
+        table.to_csv(results / f"{prefix}tuning.csv", index=False)
+        tuning.figure(tuning.read(runs), curve, results / f"{prefix}tuning.png")
+    if (runs / "config.yaml").is_file() and _curve_fit(runs, results, prefix):
+        print(f"{results}: compute-performance fits ({prefix}curves*.csv, {prefix}fit.png)")
     if (runs / "reward_model.json").exists():  # r_φ: its held-out pairwise accuracy, as a one-row table
         rm = json.loads((runs / "reward_model.json").read_text())
         pd.DataFrame([{"held-out pairwise accuracy": f"{rm['heldout_accuracy']:.3f}",
@@ -84,6 +94,51 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
             results / f"{prefix}reward_model.csv", index=False)
     print(f"{results}: {len(summary)} runs, {summary['method'].nunique()} methods, seeds "
           f"{sorted(summary['seed'].unique().tolist())}")
+
+
+OUTCOMES = "outcomes.csv.gz"
+"""Every final model's per-problem outcomes behind pairs.csv and gains.csv (method, seed, problem id, greedy and,
+where sampled, majk, passk, pass1): a reader recomputes any paired interval from them (analysis.paired)."""
+
+
+def write_outcomes(tables, path: Path) -> None:
+    """The per-problem outcomes the paired test used (`Runs.outcomes`, and the base's where it was scored): one row
+    per method, seed and problem, gzip-compressed CSV, written the same bytes for the same outcomes."""
+    picks = tables.outcomes()
+    if not picks:
+        return
+    frame = picks[0][0]
+    base = tables.base_outcomes()
+    if base is not None:
+        frame = pd.concat([frame, base], ignore_index=True)
+    cols = [c for c in ("method", "seed", "problem", "greedy", "majk", "passk", "pass1", "k") if c in frame]
+    frame = frame[cols].sort_values(["method", "seed", "problem"], kind="stable")
+    import gzip
+    import io
+
+    buf = io.StringIO()
+    frame.to_csv(buf, index=False, float_format="%.6g")
+    with open(path, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0, filename="") as gz:
+        gz.write(buf.getvalue().encode())
+
+
+def _curve_fit(runs: Path, results: Path, prefix: str) -> bool:
+    """analysis.curves on the runs' evaluation curves, its tables and figure into results/ -> whether it fitted
+    (a folder whose runs evaluated too few times is skipped: its curves are not fitted)."""
+    import tempfile
+
+    from analysis import curves
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            dest = curves.write(runs, out=tmp)
+        except UserError as e:
+            print(f"{results}: no compute-performance fit ({e})")
+            return False
+        for name in ("curves.csv", "curves_runs.csv", "orderings.csv", "forecast.csv", "curves.md"):
+            shutil.copy(dest / name, results / f"{prefix}{name}")
+        shutil.copy(dest / "curves.png", results / f"{prefix}fit.png")
+    return True
 
 
 def from_command(runs: Path, results: Path, keep: list[str]) -> None:

@@ -59,8 +59,8 @@ def parse_args(argv=None):
 
 def train_variant(cfg, task, variant: str, eps: float, eval_every: int) -> list[dict]:
     """Stage 1 (`gcframe.stage1.train`, as the pipeline runs it: its stopping rule and weight average included) from
-    the variant's initial weights -> its curve: held-out greedy accuracy every `eval_every` steps (the config's own
-    with a target accuracy), the last row at the step stage 1 ended."""
+    the variant's initial weights -> its curve: greedy accuracy on stage 1's problems every `eval_every` steps (the
+    config's own with a stopping rule), the last row the base's held-out (test) accuracy at the step stage 1 ended."""
     import dataclasses
 
     import torch
@@ -85,14 +85,17 @@ def train_variant(cfg, task, variant: str, eps: float, eval_every: int) -> list[
     elif variant != "ref":
         raise UserError(f"unknown variant '{variant}': known are ref, perturb-K, float64")
     cfg = dataclasses.replace(cfg, sft_base=dataclasses.replace(
-        cfg.sft_base, eval_every=cfg.sft_base.eval_every if cfg.sft_base.target_accuracy else eval_every))
+        cfg.sft_base, eval_every=cfg.sft_base.eval_every if cfg.sft_base.target_accuracy or cfg.sft_base.patience
+        else eval_every))
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(stage1_config(cfg), "sft", Path(tmp) / "log", None, task, Accelerator(cpu=True),
                           policy=model, tok=tok, show_progress=False, dtype=dtype)
         base, info = stage1.train(trainer, task, show_progress=False)
         final = stage1.greedy_accuracy(base, trainer.ctx.generator, task, heldout_rows(task, cfg.train.eval_size))
     rows = [{"step": r["step"], "eval_accuracy": r["accuracy"], "train_loss": r["loss"]} for r in info["curve"]]
-    if not rows or rows[-1]["step"] != info["steps_trained"]:
+    if not rows or rows[-1]["step"] != info["steps_trained"] or info.get("split") == "validation":
+        # the base on the test problems: a stage 1 that decides on validation problems (its curve) and keeps its
+        # best evaluation ends in a row of its own, the base's test accuracy at the step it stopped
         rows.append({"step": info["steps_trained"], "eval_accuracy": final, "train_loss": None})
     return rows
 
@@ -108,6 +111,11 @@ STUDY = [  # (label, arguments): a stage 1 stopped by a step count on the steep 
                                            "--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
     ("default: target accuracy, weight average", ["--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
     ("default: target accuracy, weight average", ["--threads", "2", "--variants", "ref"]),
+    ("finished base: early stopping on validation", [  # the default comparison's base (configs/default.yaml)
+        "--config", str(Path(__file__).parent / "configs" / "default.yaml"),
+        "--variants", "ref,perturb-1,perturb-2,perturb-3"]),
+    ("finished base: early stopping on validation", [
+        "--config", str(Path(__file__).parent / "configs" / "default.yaml"), "--threads", "2", "--variants", "ref"]),
     *[(f"§5.2 map, {level} level: target {target}", [  # the sweep's levels (configs/sweep_5_2.yaml), the same rule
         "--config", str(Path(__file__).parent / "configs" / "deepseekmath_5_2.yaml"), "--set", f"task.operands={ops}",
         "--set", "sft_base.steps=1000", "--set", f"sft_base.target_accuracy={target}", "--set", "sft_base.eval_every=1",

@@ -75,6 +75,11 @@ RECIPES = {
                       args=["--tune", "--methods", DEFAULT_METHODS],
                       quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "sft,grpo"],
                       rescore=["--problems", "500", "--k", "8", "--base"]),
+    "default_long": Recipe(
+        "the §5.2 methods and the intervention at their tuned rates to 600 steps, 3 seeds, 12 evaluations evenly "
+        "spaced in log-steps on validation: curves to fit (analysis.curves)", "compare", "default.yaml", [0, 1, 2],
+        args=["--methods", "sft,rft,online_rft,online_rft@filled,grpo", "--steps", "600"],
+        quick=["--quick", "--methods", "sft,grpo"], rescore=["--problems", "500", "--k", "8", "--base"]),
     "overoptimisation": Recipe("GRPO on the learned reward r_φ at three β: proxy against gold", "compare",
                                "overoptimisation.yaml", [0, 1]),
     "smollm2": Recipe("six methods on SmolLM2-135M-Instruct (LoRA), 2 seeds, final models on 500 problems (ppo's "
@@ -104,6 +109,11 @@ RECIPES = {
         quick=["--quick", "--methods", "grpo,grpo@ds"],
         base_run={"config": "word_problems_sft.yaml", "method": "sft", "seed": 0},
         rescore=["--problems", "200", "--base"]),
+    "base_stability_finished": Recipe(
+        "the default's finished SFT base under rounding: early stopping on validation, 1e-7 perturbations, 1 and 2 "
+        "threads", "command",
+        command=["experiments/base_stability.py", "--study", "--only", "finished", "--out", "OUT"],
+        keep=["curves.csv", "stability.csv", "headline.md", "stability.png", "env_*.json"]),
     "base_stability": Recipe(
         "the SFT base under rounding: stage 1 with weight perturbations, float64 and two thread counts", "command",
         command=["experiments/base_stability.py", "--study", "--out", "OUT"],
