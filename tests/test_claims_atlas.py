@@ -1,6 +1,6 @@
 """docs/results/atlas.md against the update atlas's data: every number and comparison the page states in its own words
 (outside the rendered tables) is checked here against results/atlas/*.csv, atlas.json and env.json (and, for the one
-sentence that compares with the default comparison, results/default/table.csv), at the precision it is written at, so
+sentence that compares with the shared-rate comparison, results/default_mid_curve/table.csv), at the precision it is written at, so
 that the prose cannot drift from the data. Each test first asserts that the sentences its docstring quotes are still
 on the page: editing the prose means editing the test."""
 from __future__ import annotations
@@ -96,15 +96,15 @@ def _right(lengths: pd.DataFrame) -> float:
 
 # -- what it does ------------------------------------------------------------------------------------------------------
 def test_the_atlas_set_up_its_policies_prompts_and_draws():
-    """'The SFT base of the default comparison (`experiments/configs/default.yaml`; greedy held-out accuracy 0.41 on
-    500 problems, recorded in `atlas.json`) and the policy after 30 GRPO steps from it (the default config's GRPO; 4
+    """'The mid-curve SFT base (`experiments/configs/mid_curve_base.yaml`; greedy held-out accuracy 0.41 on
+    500 problems, recorded in `atlas.json`) and the policy after 30 GRPO steps from it (that config's GRPO; 4
     steps with `--quick`).'
     'The first Q = 64 RL prompts (16 with `--quick`).' 'Every completion with π(o|q) ≥ 10⁻⁶ (10⁻⁴ with `--quick`)'
     'its step is drawn 192 times (12 with `--quick`)' 'A step is B = 8 prompts × G = 8 samples (64 sequences).
     Methods with auxiliary models (PPO's critic) first train them for 60 steps at the fixed policy, as the trainer
     would; RFT's pool (512 correct samples of the SFT base)'
     'python experiments/atlas.py --quick --out runs/atlas-q  # plumbing only: 16 prompts, 12 draws'"""
-    _says("The SFT base of the default comparison (`experiments/configs/default.yaml`; greedy held-out accuracy 0.41 "
+    _says("The mid-curve SFT base (`experiments/configs/mid_curve_base.yaml`; greedy held-out accuracy 0.41 "
           "on 500 problems, recorded in `atlas.json`) and the policy after 30 GRPO steps from it (the default "
           "config's GRPO; 4 steps with `--quick`).",
           "The first Q = 64 RL prompts (16 with `--quick`).",
@@ -292,12 +292,12 @@ def test_sft_and_dpo_point_elsewhere():
 def test_snr_per_token_a_high_snr_and_the_default_comparison():
     """'For the sampling methods SNR per generated token equals SNR per token; SFT, RFT and DPO generate nothing at
     step time. ... After GRPO's 30 steps SFT has the highest SNR of all (0.83) and the lowest cosine to g* (0.25). In
-    the default comparison the three methods with the highest SNR at the base, RFT, SFT and PPO, end with the highest
+    the shared-rate comparison from that base the three methods with the highest SNR at the base, RFT, SFT and PPO, end with the highest
     greedy accuracy (0.587, 0.580 and 0.513, against 0.426–0.473 for the rest)'"""
     _says("For the sampling methods SNR per generated token equals SNR per token; SFT, RFT and DPO generate nothing "
           "at step time.",
           "After GRPO's 30 steps SFT has the highest SNR of all (0.83) and the lowest cosine to g\\* (0.25). In the "
-          "[default comparison](default.md) the three methods with the highest SNR at the base, RFT, SFT and PPO, end "
+          "[shared-rate comparison from that base](default.md#the-contrast-one-shared-rate-from-a-mid-curve-base) the three methods with the highest SNR at the base, RFT, SFT and PPO, end "
           "with the highest greedy accuracy (0.587, 0.580 and 0.513, against 0.426–0.473 for the rest);")
     a = _csv("atlas.csv")
     sampling = a[a["method"].isin(ON_POLICY)]
@@ -310,7 +310,7 @@ def test_snr_per_token_a_high_snr_and_the_default_comparison():
     assert _is(late.loc["sft", "snr"], "0.83") and _is(late.loc["sft", "cosine_corr"], "0.25")
     base = a[a["policy"] == BASE].set_index("method")["snr"].sort_values(ascending=False)
     assert list(base.index[:3]) == ["rft", "sft", "ppo"]
-    t = _csv("table.csv", ROOT / "results" / "default")
+    t = _csv("table.csv", ROOT / "results" / "default_mid_curve")
     acc = {m: float(str(v).split("±")[0]) for m, v in zip(t["method"], t["accuracy"]) if m in set(a["method"])}
     assert set(acc) == set(a["method"])
     top = sorted(acc, key=acc.get, reverse=True)

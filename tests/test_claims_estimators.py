@@ -80,7 +80,7 @@ def _grad(g: pd.DataFrame, step: int, setting: str, level: str, estimator: str, 
 # -- the set-up --------------------------------------------------------------------------------------------------------
 def test_the_lab_set_up_its_policies_and_prompts():
     """'(~2.5 min on one thread, base cached)'
-    'The SFT base of the default comparison (greedy held-out accuracy 0.41 on 500 problems), and the checkpoints of a
+    'The mid-curve SFT base (`experiments/configs/mid_curve_base.yaml`; greedy held-out accuracy 0.41 on 500 problems), and the checkpoints of a
     30-step GRPO run from it. The run uses B = 16, G = 8, μ = 4, lr 1e-4, ... so it drifts from π_ref = the base:
     per-token KL 0.096, 0.151 and 0.162 at steps 5, 15 and 30.'
     '24 prompts; their success rates p average 0.674 at the base (0.054–0.985) and 0.603 at step 30 (0.027–0.987):
@@ -92,7 +92,7 @@ def test_the_lab_set_up_its_policies_and_prompts():
     baselines; ...)'
     'KL estimators as values (tokens sampled from π_θ, 429–434 positions per policy, exact per position)'"""
     _says("(~2.5 min on one thread, base cached)",
-          "The SFT base of the default comparison (greedy held-out accuracy 0.41 on 500 problems), and the "
+          "The mid-curve SFT base (`experiments/configs/mid_curve_base.yaml`; greedy held-out accuracy 0.41 on 500 problems), and the "
           "checkpoints of a 30-step GRPO run from it.",
           "The run uses B = 16, G = 8, μ = 4, lr 1e-4, β = 0.04 and k3_ratio, so it drifts from π_ref = the base: "
           "per-token KL 0.096, 0.151 and 0.162 at steps 5, 15 and 30.",
