@@ -76,9 +76,9 @@ RECIPES = {
                       quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "sft,grpo"],
                       rescore=["--problems", "500", "--k", "8", "--base"]),
     "default_long": Recipe(
-        "the §5.2 methods and the intervention at their tuned rates to 600 steps, 3 seeds, 12 evaluations evenly "
+        "the §5.2 methods and the intervention at their tuned rates to 1,000 steps, 3 seeds, 10 evaluations evenly "
         "spaced in log-steps on validation: curves to fit (analysis.curves)", "compare", "default.yaml", [0, 1, 2],
-        args=["--methods", "sft,rft,online_rft,online_rft@filled,grpo", "--steps", "600"],
+        args=["--methods", "sft,rft,online_rft,online_rft@filled,grpo", "--steps", "1000"],
         quick=["--quick", "--methods", "sft,grpo"], rescore=["--problems", "500", "--k", "8", "--base"]),
     "overoptimisation": Recipe("GRPO on the learned reward r_φ at three β: proxy against gold", "compare",
                                "overoptimisation.yaml", [0, 1]),
