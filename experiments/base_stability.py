@@ -145,7 +145,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     raw = load_yaml(args.config)
-    raw.pop("run", None)  # compare.py's own section
+    raw.pop("run", None), raw.pop("tune", None)  # compare.py's own sections
     over = {k: v for k, v in (("steps", args.sft_steps), ("lr_schedule", args.schedule)) if v is not None}
     raw = merge(raw, {"sft_base": over})
     for item in args.set:

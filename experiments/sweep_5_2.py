@@ -91,7 +91,7 @@ def level_config(sweep: dict, level: str):
     from gcframe.config import from_dict, load_yaml, merge
 
     raw = load_yaml(sweep["base"])
-    raw.pop("run", None)  # the sweep says which methods and seeds
+    raw.pop("run", None), raw.pop("tune", None)  # the sweep says which methods and seeds; compare.py's tuning
     raw = merge(raw, {k: sweep[k] for k in ("task", "train") if sweep.get(k)})
     raw = merge(raw, sweep["levels"][level])
     return from_dict(raw), list(sweep["methods"]), [int(s) for s in sweep["seeds"]]
