@@ -291,7 +291,8 @@ class Trainer:
         row.update(self._batch_stats(batch, tally))  # the global batch's statistics
         row.update(self.ctx.pop_stats())  # the data source's global counts (dynamic sampling)
         if "truncated" in batch.data:  # tokens sampled by this step (the batch was generated, not read), and those
-            self.gen_tokens += int(tally.total("completion_len") + row.get("ds_dropped_tokens", 0))  # it dropped
+            dropped = sum(v for k, v in row.items() if k.endswith("dropped_tokens"))  # dynamic sampling, a method's
+            self.gen_tokens += int(tally.total("completion_len") + dropped)  # it dropped (ds_, fill_dropped_tokens)
         self.elapsed += t3 - t0
         row.update(step=step, gen_tokens=self.gen_tokens, time_s=self.elapsed, time_collect=t1 - t0,
                    time_prepare=t2 - t1, time_update=t3 - t2, lr=self.sched.get_last_lr()[0],

@@ -35,7 +35,7 @@ class OnlineRFT(Method):
         """An intervention, not DeepSeekMath's method: draw rollouts until B·G samples are correct (at most
         `max_rounds` rollouts of B·G) and train on those only, so that every step carries as many gradient-carrying
         samples as RFT's (whose pool holds only correct ones) and differs from RFT only in sampling the live policy.
-        The generation it costs is counted in gen_tokens."""
+        Every sample it draws counts in gen_tokens (fill_dropped_tokens: those it did not train on)."""
         max_rounds: int = 8
         """fill_correct: rollouts of B·G drawn per step at most; a step that reaches it trains on the correct
         samples it has (fill_shortfall logs how many were missing)."""
@@ -54,19 +54,24 @@ class OnlineRFT(Method):
         def correct(b: Batch) -> Batch:
             return b[torch.nonzero(b.data["correct"] > 0).squeeze(1)]
 
-        t, kept = self.ctx.cfg.train, [correct(batch)]
+        def used(b: Batch) -> float:
+            return float(b.completion_mask.sum())
+
+        t, kept, drawn = self.ctx.cfg.train, [correct(batch)], used(batch)
         rounds = 1
         while sum(len(b) for b in kept) < n and rounds < self.cfg.max_rounds:
             more = self.ctx.rollout(t.prompts_per_step, t.group_size)
             kept.append(correct(more))
+            drawn += used(more)
             rounds += 1
         kept = [b for b in kept if len(b)]
         if not kept:  # not one correct sample: the plain batch, GC = 0 on every token (no update)
-            self.record(fill_rounds=float(rounds), fill_shortfall=float(n))
+            self.record(fill_rounds=float(rounds), fill_shortfall=float(n), fill_dropped_tokens=drawn - used(batch))
             return batch
-        got = concat(kept, self.ctx.tok.pad_token_id)
-        self.record(fill_rounds=float(rounds), fill_shortfall=float(max(0, n - len(got))))
-        return got[:n]
+        got = concat(kept, self.ctx.tok.pad_token_id)[:n]
+        self.record(fill_rounds=float(rounds), fill_shortfall=float(max(0, n - len(got))),
+                    fill_dropped_tokens=drawn - used(got))  # generated, not trained on: counted in gen_tokens
+        return got
 
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
         """GC(q, o, t) = 1[o correct]  (DeepSeekMath §5.2.1, GC_OnRFT; the seed's table, row 2) -> [N, T]."""

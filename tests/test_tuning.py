@@ -166,6 +166,10 @@ def test_the_intervention_trains_on_correct_samples_only(tuned):
     train = [r for r in rows if "loss" in r]
     assert train and all("fill_rounds" in r and 1 <= r["fill_rounds"] <= 2 for r in train)
     assert all(0 <= r["fill_shortfall"] <= 16 for r in train)  # B·G = 16 wanted per step
+    # every sample it drew is generation paid for: the tokens of the ones it did not train on are counted too
+    gen = [r["gen_tokens"] for r in train]
+    assert gen[0] == pytest.approx(train[0]["completion_len"] * train[0]["n_seqs"] + train[0]["fill_dropped_tokens"])
+    assert all(r["fill_dropped_tokens"] >= 0 for r in train) and gen == sorted(gen)
     # every group it trains on has equal rewards; where they are correct, GC = 1 there and it is not starved (no
     # warning); a step with no correct sample at all trains on the plain batch, GC = 0: starved, and said
     for r in train:
