@@ -57,6 +57,20 @@ def _mean(df: pd.DataFrame, col: str, fmt: str = "{:.3f}") -> str:
     return spread(df[col].tolist() if col in df else [], fmt)
 
 
+def rescored_sampled(runs: Runs) -> tuple[int, dict, dict] | None:
+    """maj@k, pass@k and pass@1 of the final models on the test re-scoring (k samples per problem) -> (k, {metric:
+    {method: [mean per seed]}}, {metric: the base's value, formatted}); None where the re-scoring drew no samples."""
+    picks = runs.outcomes()
+    if not picks or not picks[0][2].startswith(RESCORED_SOURCE) or "majk" not in picks[0][0]:
+        return None
+    f = picks[0][0]
+    per = {c: {m: g.groupby("seed")[c].mean().tolist() for m, g in f.groupby("method")} for c in ("majk", "passk",
+                                                                                                   "pass1")}
+    base = runs.base_outcomes()
+    base_v = {c: (f"{base[c].mean():.3f}" if base is not None and c in base else "–") for c in per}
+    return picks[0][3], per, base_v
+
+
 def rescored_accuracy(runs: Runs) -> tuple[int, dict[str, list[float]]] | None:
     """Greedy accuracy of every final model on the problems of its re-scoring (`python -m gcframe.evaluate`, the
     largest set every run was scored on) -> (problems, {method: [accuracy per seed]}); None without one."""
@@ -75,10 +89,19 @@ def summary_rows(runs: Runs) -> list[dict]:
     k = runs.k
     fin, train = runs.final_eval(), runs.train
     rescored = rescored_accuracy(runs)
-    wide = f"accuracy, {rescored[0]} problems" if rescored else None  # the final models on the re-scoring's problems
+    validation = runs.eval_split() == "validation"  # the runs' curves on validation, their findings on test
+    acc_col = "validation accuracy" if validation else "accuracy"
+    wide = (f"{'test ' if validation else ''}accuracy, {rescored[0]} problems" if rescored else
+            None)  # the final models on the re-scoring's problems
+    test = rescored_sampled(runs) if validation else None  # maj@k, pass@k, pass@1 of the test re-scoring
 
-    def sampled(df: pd.DataFrame, kl: str) -> dict:
-        """The columns of the sampled evaluation (k samples per problem); none when the runs drew none (eval_k 0)."""
+    def sampled(df: pd.DataFrame, kl: str, method: str | None = None) -> dict:
+        """The columns of the sampled evaluation (k samples per problem); none when the runs drew none (eval_k 0).
+        Runs evaluated on validation take them from the test re-scoring where it drew k samples."""
+        if test is not None:
+            kt, per, base = test
+            own = {c: (spread(per[c].get(method, [])) if method else base[c]) for c in ("majk", "passk", "pass1")}
+            return {f"maj@{kt}": own["majk"], f"pass@{kt}": own["passk"], "pass@1": own["pass1"], "KL to ref": kl}
         return {f"maj@{k}": _mean(df, "eval_majk"), f"pass@{k}": _mean(df, "eval_passk"),
                 "pass@1": _mean(df, "eval_pass1"), "KL to ref": kl} if k else {}
 
@@ -90,7 +113,7 @@ def summary_rows(runs: Runs) -> list[dict]:
         again = runs.base_outcomes() if wide else None  # the base re-scored (gcframe.evaluate --base): one model
         base_wide = f"{again['greedy'].mean():.3f}" if again is not None else "–"  # the same rows in every seed
         out.append({"method": f"{runs.base_label} (step 0)", "seeds": str(len(base)),
-                    "accuracy": _mean(base, "eval_accuracy"), **({wide: base_wide} if wide else {}),
+                    acc_col: _mean(base, "eval_accuracy"), **({wide: base_wide} if wide else {}),
                     **sampled(base, "0"),
                     "train time (s)": "–",
                     "peak RSS (MB; +run)": "–", "generated tokens": "–"})
@@ -105,9 +128,9 @@ def summary_rows(runs: Runs) -> list[dict]:
             tokens += f" + {pool.groupby(train['seed']).sum().mean():,.0f} pool"
         ends = ", ".join(str(int(s)) for s in sorted(steps))  # runs still going end at different steps
         out.append({"method": m + ("" if len(steps) <= 1 else f" (steps {ends})"), "seeds": str(len(f)),
-                    "accuracy": mean_ci(f["eval_accuracy"].tolist()),
+                    acc_col: mean_ci(f["eval_accuracy"].tolist()),
                     **({wide: mean_ci(rescored[1].get(m, []))} if wide else {}),
-                    **sampled(f, _mean(f, "eval_kl_ref", "{:.4f}")),
+                    **sampled(f, _mean(f, "eval_kl_ref", "{:.4f}"), m),
                     "train time (s)": _mean(t, "time_s", "{:.0f}"),
                     "peak RSS (MB; +run)": (f"{peak.max():.0f}" if len(peak) else "–")
                     + (f" (+{own.max():.0f})" if own.notna().any() else ""),

@@ -77,6 +77,7 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
     if tables.gc and tables.gc.get("methods"):
         report.fig_gc_view(tables, results / f"{prefix}gc_view.png")
     write_outcomes(tables, results / f"{prefix}{OUTCOMES}")
+    write_base_curve(runs, results / f"{prefix}base_curve.csv")
     if (runs / "tune" / "tune.csv").is_file():  # compare.py --tune: every trial's validation accuracy, the figure
         from analysis import tuning
 
@@ -120,6 +121,33 @@ def write_outcomes(tables, path: Path) -> None:
     frame.to_csv(buf, index=False, float_format="%.6g")
     with open(path, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0, filename="") as gz:
         gz.write(buf.getvalue().encode())
+
+
+def write_base_curve(runs: Path, path: Path) -> None:
+    """base_curve.csv: the SFT base's stage 1 (`gcframe.stage1`), read from the cached base the runs started from:
+    its curve (step, mean training loss, greedy accuracy on its split) and, per row, the split it decided on, where it
+    stopped, by which rule, and which evaluation it kept. Nothing for a pretrained model (no stage 1)."""
+    import yaml
+
+    from gcframe import pipeline
+    from gcframe.config import from_dict
+    from gcframe.tracking.log import cache_root
+
+    raw = {k: v for k, v in yaml.safe_load((runs / "config.yaml").read_text()).items()
+           if k in ("seed", "task", "model", "sft_base", "train", "reward_model", "methods")}
+    cfg = from_dict({**raw, "methods": {}})
+    if cfg.model.path:
+        return
+    info_file = cache_root() / "sft_base" / pipeline.base_key(cfg) / "base_info.json"
+    if not info_file.is_file():
+        return
+    s1 = json.loads(info_file.read_text()).get("stage1") or {}
+    curve = pd.DataFrame(s1.get("curve") or [])
+    if curve.empty:
+        return
+    curve.assign(split=s1.get("split", "test"), steps_trained=s1.get("steps_trained"),
+                 stopped_by=s1.get("stopped_by") or "steps", kept_step=s1.get("best_step") or s1.get("steps_trained")
+                 ).to_csv(path, index=False, float_format="%.4f")
 
 
 def _curve_fit(runs: Path, results: Path, prefix: str) -> bool:

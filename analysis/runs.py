@@ -121,6 +121,10 @@ class Runs:
         return pd.concat([_outcome_frame(rows, self.base_label, int(s)) for s in sorted(frame["seed"].unique())],
                          ignore_index=True)
 
+    def eval_split(self) -> str:
+        """Which problems the runs' evaluations while training used (train.eval_split): "test" or "validation"."""
+        return ((next(iter(self.configs.values()), {}) or {}).get("train") or {}).get("eval_split", "test")
+
     def reward_source(self, method: str, seed: int) -> str:
         return ((self.configs.get((method, seed)) or {}).get("train") or {}).get("reward", "verifier")
 

@@ -8,6 +8,8 @@ The columns read the step rows of every seed (the first and the last `EDGE` logg
     sampled acc      the share of right completions among the step's samples, first → last steps
     zero-var groups  share of groups whose G rewards are all equal (no signal for a group baseline), mean; with
                      dynamic sampling, the share among the groups drawn, and in brackets among those trained on
+    rollouts / step  online RFT with fill_correct (a run that logs fill_rounds): rollouts of B·G drawn per step to
+                     fill its batch with correct samples, mean
     prompts / step   with dynamic sampling (a run that logs ds_prompts_drawn): prompts drawn per step, mean
     truncated        share of completions cut at max_new_tokens, first → last
     entropy          mean per-token entropy of the policy on the step's completions, first → last
@@ -77,6 +79,7 @@ def why_rows(runs) -> list[dict]:
     end = final.groupby("method")["eval_accuracy"].mean()
     rows = []
     dynamic = "ds_prompts_drawn" in runs.train and runs.train["ds_prompts_drawn"].notna().any()
+    filled = "fill_rounds" in runs.train and runs.train["fill_rounds"].notna().any()  # online_rft fill_correct
     for m in runs.methods:
         tr = runs.train[runs.train["method"] == m]
         ds = "ds_zero_var_drawn" in tr and tr["ds_zero_var_drawn"].notna().any()
@@ -94,6 +97,8 @@ def why_rows(runs) -> list[dict]:
             else f"{fmt(_mean(tr, 'ds_zero_var_drawn'))} ({fmt(_mean(tr, 'zero_var_groups'))} trained)" if ds
             else fmt(_mean(tr, "zero_var_groups")),
             **({"prompts / step": fmt(_mean(tr, "ds_prompts_drawn"), "{:.1f}") if ds else "–"} if dynamic else {}),
+            **({"rollouts / step": fmt(_mean(tr, "fill_rounds"), "{:.2f}") if "fill_rounds" in tr
+                and tr["fill_rounds"].notna().any() else "–"} if filled else {}),
             "truncated": _arrow(_ends(tr, "truncated_frac")),
             "entropy": _arrow(_ends(tr, "entropy")),
             "KL to ref": fmt(kl, "{:.3f}"),
