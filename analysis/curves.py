@@ -528,12 +528,11 @@ def draw(points: pd.DataFrame, fits: pd.DataFrame, table: pd.DataFrame, runs: Ru
     return path
 
 
-def markdown(folder: Path, axis: str, half: str, table: pd.DataFrame, orders: pd.DataFrame, fc: pd.DataFrame,
-             fits: pd.DataFrame) -> str:
-    md = [f"# Compute–performance curves: {folder}\n",
-          f"R(C) − R₀ = (A − R₀) / (1 + (C_mid/C)^B) fitted per run (scipy curve_fit), C = {AXES[axis]}; A, B, "
-          "C_mid: mean over seeds [95% t-interval over seeds; B and C_mid on the log scale]. A word where a method's "
-          "runs do not all fit, its runs in the note (`python -m analysis.curves --help` says what each means).\n"]
+def shown(half: str, table: pd.DataFrame, orders: pd.DataFrame, fc: pd.DataFrame,
+          fits: pd.DataFrame) -> dict[str, tuple[str, list[dict]]]:
+    """The tables a person reads, formatted: {name: (heading, rows)} for per_method, orderings, forecast, per_run
+    (curves.md shows them; results/ keeps them as CSVs the pages render)."""
+    out: dict[str, tuple[str, list[dict]]] = {}
     rows = []
     for _, t in table.iterrows():
         fitted = t["status"] in FIT_WORDS
@@ -542,7 +541,7 @@ def markdown(folder: Path, axis: str, half: str, table: pd.DataFrame, orders: pd
                      "B": _iv(t["B"], t["B_lo"], t["B_hi"], ".2f") if fitted else "–",
                      "C_mid": _iv(t["C_mid"], t["C_mid_lo"], t["C_mid_hi"], ".3g") if fitted else "–",
                      "note": t["note"]})
-    md += ["## Per method\n", markdown_table(rows)]
+    out["per_method"] = ("Per method", rows)
     if len(orders):
         rows = []
         for _, o in orders.iterrows():
@@ -554,21 +553,32 @@ def markdown(folder: Path, axis: str, half: str, table: pd.DataFrame, orders: pd
                 what = "C_a / C_b to reach " + ("–" if pd.isna(o.get("level")) else f"{o['level']:.3f}")
             rows.append({"claim (DeepSeekMath)": o["claim"], "a − b": f"{o['a']} − {o['b']}", "on": what,
                          "estimate [95%]": est, "decision": o["decision"]})
-        md += ["## The §5.2 orderings on the curves (paired by seed)\n", markdown_table(rows)]
+        out["orderings"] = ("The §5.2 orderings on the curves (paired by seed)", rows)
     if len(fc):
         split = "C ≤ C_last/2" if half == "linear" else "C ≤ √(C_first·C_last)"
         rows = [{"method": r["method"], "seeds forecast": f"{r['forecast']}/{r['seeds']}",
                  "mean error": "–" if pd.isna(r["mean_error"]) else f"{r['mean_error']:+.3f}",
                  "mean |error|": "–" if pd.isna(r["mean_abs_error"]) else f"{r['mean_abs_error']:.3f}",
                  "σ of the last evaluation": f"{r['sigma_last']:.3f}", "note": r["note"]} for _, r in fc.iterrows()]
-        md += [f"## Forecast: fitted on the first half of the compute ({half}: {split}), predicting the last "
-               "evaluation\n", markdown_table(rows)]
+        out["forecast"] = (f"Forecast: fitted on the first half of the compute ({half}: {split}), predicting the "
+                           "last evaluation", rows)
     rows = [{"method": r["method"], "seed": r["seed"], "points": r["n_points"], "status": r["status"],
              "A": "–" if pd.isna(r["A"]) else f"{r['A']:.3f}", "B": "–" if pd.isna(r["B"]) else f"{r['B']:.2f}",
              "C_mid": "–" if pd.isna(r["C_mid"]) else f"{r['C_mid']:.3g}",
              "rmse": "–" if pd.isna(r["rmse"]) else f"{r['rmse']:.3f}", "σ": f"{r['sigma']:.3f}",
              "note": r["note"]} for _, r in fits.iterrows()]
-    md += ["## Per run\n", markdown_table(rows)]
+    out["per_run"] = ("Per run", rows)
+    return out
+
+
+def markdown(folder: Path, axis: str, half: str, table: pd.DataFrame, orders: pd.DataFrame, fc: pd.DataFrame,
+             fits: pd.DataFrame) -> str:
+    md = [f"# Compute–performance curves: {folder.name}\n",
+          f"R(C) − R₀ = (A − R₀) / (1 + (C_mid/C)^B) fitted per run (scipy curve_fit), C = {AXES[axis]}; A, B, "
+          "C_mid: mean over seeds [95% t-interval over seeds; B and C_mid on the log scale]. A word where a method's "
+          "runs do not all fit, its runs in the note (`python -m analysis.curves --help` says what each means).\n"]
+    for heading, rows in shown(half, table, orders, fc, fits).values():
+        md += [f"## {heading}\n", markdown_table(rows)]
     return "\n".join(md)
 
 
@@ -597,6 +607,9 @@ def write(folder: str | Path, axis: str = "sequences", out: str | Path | None = 
     ylabel = "validation accuracy (greedy)" if split == "validation" else "held-out accuracy (greedy)"
     draw(points, fits, table, runs, axis, ylabel, dest / "curves.png")
     (dest / "curves.md").write_text(markdown(folder, axis, half, table, orders, ftab, fits))
+    for name, (_, rows) in shown(half, table, orders, ftab, fits).items():  # the tables as shown, for the pages
+        if rows:
+            pd.DataFrame(rows).to_csv(dest / f"curves_{name}.csv", index=False)
     return dest
 
 

@@ -163,7 +163,8 @@ def _curve_fit(runs: Path, results: Path, prefix: str) -> bool:
         except UserError as e:
             print(f"{results}: no compute-performance fit ({e})")
             return False
-        for name in ("curves.csv", "curves_runs.csv", "orderings.csv", "forecast.csv", "curves.md"):
+        for name in ("curves.csv", "curves_runs.csv", "orderings.csv", "forecast.csv", "curves.md",
+                     *(f.name for f in sorted(dest.glob("curves_*.csv")) if f.name != "curves_runs.csv")):
             shutil.copy(dest / name, results / f"{prefix}{name}")
         shutil.copy(dest / "curves.png", results / f"{prefix}fit.png")
     return True

@@ -393,8 +393,11 @@ def _main(args, where: dict) -> int:
 
         acc.print(f"scoring every final model and the base on the {len(task.heldout)} test problems "
                   f"(k = {cfg.train.eval_k}): the findings' problems")
-        rescore.run(rescore.parse_args([str(out), "--problems", str(len(task.heldout)), "--k",
-                                        str(cfg.train.eval_k), "--base", *(["--no-progress"] if not show else [])]))
+        import torch
+
+        rescore.run(rescore.parse_args([str(out), "--problems", str(len(task.heldout)), "--k",  # this run's threads
+                                        str(cfg.train.eval_k), "--base", "--threads", str(torch.get_num_threads()),
+                                        *(["--no-progress"] if not show else [])]))
     where["phase"] = "while the GC view was computed (the runs are finished)"
     from analysis import gc_view
 

@@ -131,14 +131,14 @@ def _run_trial(tdir: Path, tcfg, label: str, lr: float, spec: dict, run_cells, c
 
 def _result(tdir: Path, tcfg, label: str, lr: float, spec: dict) -> tuple[float, str] | None:
     """(validation accuracy, "ok" | "diverged") of a finished trial, or None while it is not finished."""
-    from experiments.compare_config import run_config
+    from gcframe.config import label_options
     from gcframe.tracking import checkpoint
 
     tl = trial_label(label, lr)
     run = tdir / tl / f"seed{spec['seed']}"
     if (run / "DIVERGED").is_file():
         return float("nan"), "diverged"
-    res = checkpoint.finished(run, run_config(tcfg, tl, spec["seed"])[1].train.steps)
+    res = checkpoint.finished(run, label_options(tcfg.methods, tl)[2].get("steps", tcfg.train.steps))
     return None if res is None else (float(res["final_accuracy"]), "ok")
 
 

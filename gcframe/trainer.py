@@ -137,7 +137,8 @@ class Trainer:
             policy, tok = load_model_and_tokenizer(str(base_dir), dtype=dtype)
         self.tok, self.task = tok, task
         method_cls = get_method(method_name)
-        mcfg = method_cls.Config.from_dict(cfg.methods.get(method_name, {}), method_name)
+        own = {k: v for k, v in (cfg.methods.get(method_name) or {}).items() if k != "train"}  # a method's own
+        mcfg = method_cls.Config.from_dict(own, method_name)  # train: mapping is compare.py's run_config's to apply
         method_cls.check_run(cfg, method_name)
         policy = prepare_policy(policy, cfg.model.gradient_checkpointing, cfg.model.lora_rank)
         policy.to(self.acc.device)

@@ -305,13 +305,13 @@ def main(argv=None) -> int:
                    "@textbook losses from this file first (gcframe.plugins)")
     threads.add_flag(p)
     args = p.parse_args(argv)
-    threads.setup(args.threads)
     if args.methods_from:
         from gcframe.plugins import load
 
         load(args.methods_from)
     names = [n.strip() for n in args.methods.split(",") if n.strip()] if args.methods else [*REGISTRY, *VARIANTS]
     check_names(names, REGISTRY)  # before the SFT base: minutes from an empty cache
+    threads.setup(args.threads)  # the first line of a run whose input is good
     cfg, task = pipeline.prepare(_verify_config())
     acc = Accelerator(cpu=True)
     base_dir, _ = pipeline.sft_base(cfg, task, acc, show_progress=True)  # minutes from an empty cache: not silent

@@ -84,8 +84,10 @@ def test_getting_started_quotes_the_default_configs_demonstrations_and_stage1_st
     raw = default_yaml()
     assert f"{raw['task']['n_demos']:,} demonstrations" in page
     assert f"{raw['sft_base']['steps']:,} steps" in page  # stage 1's (at most) steps
-    assert f"first reaches\n{raw['sft_base']['target_accuracy']}" in page or \
-        f"first reaches {raw['sft_base']['target_accuracy']}" in page  # and the accuracy it stops at
+    flat = " ".join(page.split())  # and the stopping rule: patience on the validation problems
+    assert f"has not improved for {raw['sft_base']['patience']} evaluations in a row (one every " \
+           f"{raw['sft_base']['eval_every']} steps" in flat
+    assert f"on the {raw['task']['n_validation']} validation problems" in flat
 
 
 def test_every_page_fills_its_placeholders_and_markers_without_a_warning(hook, caplog):

@@ -958,7 +958,53 @@ def test_default_page_the_base_and_the_intervention():
     assert f"{at['online_rft@filled']:.3f}" == "0.510" and f"{at['online_rft']:.3f}" == "0.434"
     assert t.loc["online_rft@filled", "train time (s)"].startswith("42") and t.loc["online_rft", "train time (s)"] \
         .startswith("26")
+    _says(page, "the base ends at 0.920–0.936 on the test problems, against 0.356 for the weights as built")
+    stab = _csv("base_stability_finished/curves.csv")
+    ends = stab.groupby(["variant", "threads"]).tail(1)
+    perturbed = ends[ends["variant"].str.startswith("perturb")]["eval_accuracy"].astype(float)
+    assert (f"{perturbed.min():.3f}", f"{perturbed.max():.3f}") == ("0.920", "0.936")
+    assert set(ends[ends["variant"] == "ref"]["eval_accuracy"].astype(float).round(3)) == {0.356}
     gains = _csv("default/gains.csv")
     sft = gains[(gains["method"] == "sft") & (gains["metric"] == "greedy")].iloc[0]
     assert sft["separated"] == "no"  # continued SFT gains nothing separated over the finished base
     assert (gains[(gains["method"] != "sft") & (gains["metric"] == "greedy")]["separated"] == "yes").all()
+
+
+# -- compute-performance curves (results/default_long/) ---------------------------------------------------------------
+def test_curves_page_and_readme_sentence():
+    """The curves page's and the README's own numbers: RFT's early ceiling, the others' fits, the turn of the §5.2.1
+    ordering between 200 and 1,000 steps, the forecast's errors."""
+    page = _page("curves.md")
+    _says(page,
+          "its ceiling A is 0.53, reached by about 5,000 sequences (C_mid, 40 steps)",
+          "with ceilings near 0.88 and 0.76 and C_mid 30,000–52,000 sequences",
+          "At 200 steps RFT leads online RFT on the test problems, +0.059 [+0.028, +0.091]",
+          "at 1,000 steps online RFT leads RFT by +0.203 [+0.156, +0.250]",
+          "RFT's fit predicts its last evaluation to within 0.007; the methods still rising at half the compute are "
+          "predicted 0.12–0.23 below where they end, far outside the evaluation's own noise (0.022)",
+          "GRPO's A interval here is ±0.15 wide")
+    _says(page, "Here that is 10 evaluations (steps 2, 4, 8, 16, 32, 63, 126, 251, 501 and 1,000) on the 500 "
+                "validation problems")
+    from gcframe.config import TrainConfig
+    from gcframe.trainer import eval_steps
+
+    assert sorted(eval_steps(TrainConfig(steps=1000, eval_points=10))) == [2, 4, 8, 16, 32, 63, 126, 251, 501, 1000]
+    assert 5000 <= round(c_rft := pd.read_csv(RESULTS / "default_long" / "curves.csv").set_index("method").loc[
+        "rft", "C_mid"], -3) <= 5000  # "about 5,000 sequences"
+    assert c_rft > 0 and 30000 <= round(pd.read_csv(RESULTS / "default_long" / "curves.csv").set_index("method").loc[
+        "online_rft@filled", "C_mid"], -4) <= 30000  # "30,000–52,000"
+    _says(README.read_text(), "RFT bends early to a ceiling near 0.53 while online RFT climbs past it, +0.203 "
+                              "[+0.156, +0.250] on test at the end")
+    c = pd.read_csv(RESULTS / "default_long" / "curves.csv").set_index("method")
+    assert round(c.loc["rft", "A"], 2) == 0.53 and round(c.loc["rft", "C_mid"] / 128) == 40  # 128 sequences / step
+    assert round(c.loc["rft", "C_mid"], -2) == 5100 and c.loc["online_rft", "status"] != "ok"
+    assert (round(c.loc["online_rft@filled", "A"], 2), round(c.loc["grpo", "A"], 2)) == (0.88, 0.76)
+    assert round(c.loc["online_rft@filled", "C_mid"], -3) == 31000 and round(c.loc["grpo", "C_mid"], -3) == 52000
+    assert round((c.loc["grpo", "A_hi"] - c.loc["grpo", "A_lo"]) / 2, 2) == 0.15
+    assert _pair("default", "rft", "online_rft") == "+0.059 [+0.028, +0.091]"
+    assert _pair("default_long", "online_rft", "rft") == "+0.203 [+0.156, +0.250]"
+    f = pd.read_csv(RESULTS / "default_long" / "forecast.csv").set_index("method")
+    assert f"{f.loc['rft', 'mean_abs_error']:.3f}" == "0.007"
+    rising = f.loc[["online_rft", "online_rft@filled", "grpo"], "mean_error"]
+    assert (rising < 0).all() and f"{-rising.max():.2f}–{-rising.min():.2f}" == "0.12–0.23"
+    assert set(f"{x:.3f}" for x in f["sigma_last"]) == {"0.022"}

@@ -30,7 +30,7 @@ def full_run(tmp_path_factory):
 def test_no_progress_bars_on_a_redirected_stderr(full_run):
     _, r = full_run
     assert "it/s" not in r.stderr and "\r" not in r.stderr and "%|" not in r.stderr, r.stderr[-2000:]
-    assert "grpo seed 0: held-out accuracy" in r.stdout  # the result lines still come
+    assert "grpo seed 0: test accuracy" in r.stdout  # the result lines still come
 
 
 def test_a_compare_folder_becomes_a_result_folder(full_run, tmp_path):

@@ -67,9 +67,10 @@ def fresh_cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def compared(fresh_cache, tmp_path_factory):
-    """A comparison evaluating 16 problems, after the base was cached by an 8-problem evaluation."""
+    """A comparison evaluating 15 problems, after the base was cached by an 8-problem evaluation."""
     tmp = tmp_path_factory.mktemp("compared")
-    cfg = write_config(tmp / "tiny.yaml", {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "checkpoint_every": 0}})
+    cfg = write_config(tmp / "tiny.yaml", {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "checkpoint_every": 0,
+                                                                   "eval_size": 15}})  # k/15 is no j/8 but 0 and 1
     with cache_at(fresh_cache[0]):
         r = run_cli("--config", cfg, "--methods", "grpo", "--out", tmp / "out", "--no-progress")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -82,8 +83,8 @@ def test_reported_base_accuracy_is_the_runs_own(fresh_cache, compared):
                  if row.get("step") == 0 and "eval_accuracy" in row)
     columns, rows = _summary(out)
     assert float(rows[0]["base_accuracy"]) == pytest.approx(step0)  # not the 8-problem figure the cache held
-    assert f"held-out accuracy {step0:.3f} on 16 problems" in r.stdout, r.stdout
-    assert step0 != pytest.approx(fresh_cache[1])  # the case of issue 26: 5/16 against k/8 (else this test is moot)
+    assert f"held-out accuracy {step0:.3f} on 15 problems" in r.stdout, r.stdout
+    assert step0 != pytest.approx(fresh_cache[1])  # the case of issue 26: k/15 against j/8 (else this test is moot)
 
 
 def test_summary_keeps_its_columns_after_resuming_a_finished_folder(fresh_cache, compared):

@@ -123,10 +123,13 @@ def setup(flag: int | None = None, recorded_from=None, say=print) -> Choice:
     import torch
 
     recorded = None
-    if recorded_from is not None:
-        from gcframe.tracking.env import load
+    if recorded_from is not None and os.path.isfile(recorded_from):  # env.json (gcframe.tracking.env imports this)
+        import json
 
-        recorded = (load(recorded_from).get("threads"), str(recorded_from))
+        try:
+            recorded = (json.loads(open(recorded_from).read()).get("threads"), str(recorded_from))
+        except (OSError, ValueError):  # unreadable: the count is chosen anew
+            recorded = None
     env = os.environ.get("OMP_NUM_THREADS")
     choice = choose(cores_available(), other_load(), torch.get_num_threads() if CHOSEN is None else CHOSEN.default,
                     flag, env, recorded, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
