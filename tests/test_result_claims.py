@@ -1003,6 +1003,18 @@ def test_curves_page_and_readme_sentence():
     assert round((c.loc["grpo", "A_hi"] - c.loc["grpo", "A_lo"]) / 2, 2) == 0.15
     assert _pair("default", "rft", "online_rft") == "+0.059 [+0.028, +0.091]"
     assert _pair("default_long", "online_rft", "rft") == "+0.203 [+0.156, +0.250]"
+    _says(page, "the t-interval covers the true A in 0.86–1.00 of them and the true C_mid in 0.86–1.00; the bootstrap "
+                "over seeds covers A in only 0.57–0.76",
+          "(0.86–0.88 for A)", "All three seeds of a method fit in 0.40–0.85 of the experiments")
+    cov = pd.read_csv(RESULTS / "default_long" / "coverage.csv")
+    assert set(cov["sims"]) == {40} and len(cov) == 6
+
+    def span(col, rows=cov):
+        return f"{rows[col].min():.2f}–{rows[col].max():.2f}"
+
+    assert (span("cover A t"), span("cover C_mid t"), span("cover A boot"), span("reported")) == \
+        ("0.86–1.00", "0.86–1.00", "0.57–0.76", "0.40–0.85")
+    assert span("cover A t", cov[cov["design"] == "late bend"]) == "0.86–0.88"
     f = pd.read_csv(RESULTS / "default_long" / "forecast.csv").set_index("method")
     assert f"{f.loc['rft', 'mean_abs_error']:.3f}" == "0.007"
     rising = f.loc[["online_rft", "online_rft@filled", "grpo"], "mean_error"]
