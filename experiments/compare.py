@@ -4,6 +4,7 @@
     python experiments/compare.py --quick --methods sft   # a smoke run
     python experiments/compare.py --config experiments/configs/deepseekmath_5_2.yaml
     python experiments/compare.py --resume OUT            # continue a killed comparison from its checkpoints
+    python experiments/compare.py --tune                  # each method's rate chosen on validation first
     accelerate launch --multi_gpu --num_processes 2 experiments/compare.py --quick   # data parallel (CPU: gloo)
 
 A config's `run: {methods: [...], seeds: [...]}` section says what to run (flags override it). A method key
@@ -18,7 +19,11 @@ Output (OUT = --out, default runs/compare-<time>):
     OUT/<method>/seed<k>/final/           the trained policy, a Hugging Face folder (LoRA: the adapter + MERGE.md)
     OUT/<method>/seed<k>/checkpoints/     the latest resumable checkpoint while the run goes (removed when it
                                           finishes unless train.keep_checkpoints)
-    OUT/summary.csv                       one row per method and seed, with final held-out accuracy
+    OUT/tune/                             with --tune: one short run per method and rate (<label>@lr<rate>/seed<k>),
+                                          tune.csv (every trial's validation accuracy, the chosen rate)
+    OUT/<method>/seed<k>/rescored/        the final model on the test problems (runs evaluated on validation)
+    OUT/rescored/base-n<N>-k<K>.jsonl     the base on the same test problems
+    OUT/summary.csv                       one row per method and seed, with the last evaluation's accuracy
     OUT/gc_view.json                      the per-token GC of every method on one probe set (analysis.gc_view)
     OUT/report/summary.md, *.png          the report (analysis.report; rerun: python -m analysis.report OUT)
 """
