@@ -97,7 +97,7 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
           f"{sorted(summary['seed'].unique().tolist())}")
 
 
-OUTCOMES = "outcomes.csv.gz"
+OUTCOMES = "problems.csv.gz"
 """Every final model's per-problem outcomes behind pairs.csv and gains.csv (method, seed, problem id, greedy and,
 where sampled, majk, passk, pass1): a reader recomputes any paired interval from them (analysis.paired)."""
 

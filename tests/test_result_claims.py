@@ -913,11 +913,11 @@ def _pair(name: str, a: str, b: str, metric: str = "greedy") -> str:
 
 
 def test_default_outcomes_recompute_a_published_interval():
-    """results/default/outcomes.csv.gz holds the per-problem outcomes behind pairs.csv: the documented two-way paired
+    """results/default/problems.csv.gz holds the per-problem outcomes behind pairs.csv: the documented two-way paired
     interval (analysis.paired.paired_difference), recomputed from them, is the one pairs.csv publishes."""
     from analysis.paired import paired_difference
 
-    out = pd.read_csv(RESULTS / "default" / "outcomes.csv.gz")
+    out = pd.read_csv(RESULTS / "default" / "problems.csv.gz")
     assert {"method", "seed", "problem", "greedy", "majk", "passk", "pass1"} <= set(out.columns)
     assert out.groupby(["method", "seed"]).size().eq(500).all()  # every final model (and the base) on 500 problems
     for a, b, metric in (("online_rft@filled", "rft", "greedy"), ("ppo", "grpo", "pass1")):
