@@ -243,7 +243,7 @@ def summarise(out: Path) -> None:
     grid = sns.relplot(df.assign(run=df["variant"] + " · " + df["threads"].astype(str) + " thr"), x="step",
                        y="eval_accuracy", hue="run", col="setup", kind="line", marker="o", markersize=3,
                        height=2.8, aspect=1.2, facet_kws={"sharex": False})
-    grid.set_axis_labels("stage-1 step", "held-out greedy accuracy")
+    grid.set_axis_labels("stage-1 step", "greedy accuracy")  # on stage 1's problems; the last point: held-out
     grid.set_titles("{col_name}", size=9)
     grid.savefig(out / "stability.png", dpi=90)
 
