@@ -80,6 +80,11 @@ RECIPES = {
         "spaced in log-steps on validation: curves to fit (analysis.curves)", "compare", "default.yaml", [0, 1, 2],
         args=["--methods", "sft,rft,online_rft,online_rft@filled,grpo", "--steps", "1000"],
         quick=["--quick", "--methods", "sft,grpo"], rescore=["--problems", "500", "--k", "8", "--base"]),
+    "default_mid_curve": Recipe(
+        "the contrast: the 8 methods at one shared rate (5e-5) from the mid-curve SFT base, 100 steps, 3 seeds, "
+        "final models on the 500 test problems", "compare", "mid_curve_base.yaml", [0, 1, 2],
+        args=["--methods", "sft,rft,online_rft,ppo,grpo,grpo_ps,dpo,rloo"],
+        quick=["--quick", "--methods", "sft,grpo"]),
     "overoptimisation": Recipe("GRPO on the learned reward r_φ at three β: proxy against gold", "compare",
                                "overoptimisation.yaml", [0, 1]),
     "smollm2": Recipe("six methods on SmolLM2-135M-Instruct (LoRA), 2 seeds, final models on 500 problems (ppo's "
