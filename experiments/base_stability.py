@@ -51,16 +51,24 @@ def parse_args(argv=None):
     p.add_argument("--label", default="", help="prefix of every variant's name in the CSV (e.g. the setup)")
     p.add_argument("--study", action="store_true", help="the committed study (results/base_stability): every setup "
                    "of STUDY, each with its variants and thread counts, into one --out (hours of CPU)")
-    p.add_argument("--quick", action="store_true", help="with --study: a 40-step smoke version of it")
-    p.add_argument("--only", help="with --study: only the setups whose label contains this text (e.g. default)")
+    p.add_argument("--levers", action="store_true", help="the lever study (results/base_levers): the default's "
+                   "stage 1 with fewer demonstrations or harder problems (LEVERS), each base's pass@8 beside its "
+                   "greedy accuracy, into one --out")
+    p.add_argument("--k", type=int, default=0, help="also score each base's pass@k on the test problems (k samples "
+                   "per problem; 0: greedy only)")
+    p.add_argument("--quick", action="store_true", help="with --study or --levers: a 40-step smoke version of it")
+    p.add_argument("--only", help="with --study or --levers: only the setups whose label contains this text (e.g. "
+                   "default)")
     p.add_argument("--out", required=True, help="folder of curves.csv (rows are appended, one file per setup)")
     return p.parse_args(argv)
 
 
-def train_variant(cfg, task, variant: str, eps: float, eval_every: int) -> list[dict]:
+def train_variant(cfg, task, variant: str, eps: float, eval_every: int, k: int = 0) -> list[dict]:
     """Stage 1 (`gcframe.stage1.train`, as the pipeline runs it: its stopping rule and weight average included) from
     the variant's initial weights -> its curve: greedy accuracy on stage 1's problems every `eval_every` steps (the
-    config's own with a stopping rule), the last row the base's held-out (test) accuracy at the step stage 1 ended."""
+    config's own with a stopping rule), the last row the base's held-out (test) accuracy at the step stage 1 ended,
+    with k > 0 also its pass@k there (`passk`: k samples per test problem at the rollout temperature): the room RL
+    has over the base's greedy answers."""
     import dataclasses
 
     import torch
@@ -91,12 +99,22 @@ def train_variant(cfg, task, variant: str, eps: float, eval_every: int) -> list[
         trainer = Trainer(stage1_config(cfg), "sft", Path(tmp) / "log", None, task, Accelerator(cpu=True),
                           policy=model, tok=tok, show_progress=False, dtype=dtype)
         base, info = stage1.train(trainer, task, show_progress=False)
-        final = stage1.greedy_accuracy(base, trainer.ctx.generator, task, heldout_rows(task, cfg.train.eval_size))
+        test = heldout_rows(task, cfg.train.eval_size)
+        final = stage1.greedy_accuracy(base, trainer.ctx.generator, task, test)
+        passk = None
+        if k > 0:
+            from gcframe.evaluate import evaluate
+            from gcframe.modeling import evaluating
+
+            with evaluating(base):
+                passk = evaluate(base, trainer.ctx.generator, task, test, k=k)["passk_correct"] / len(test)
     rows = [{"step": r["step"], "eval_accuracy": r["accuracy"], "train_loss": r["loss"]} for r in info["curve"]]
     if not rows or rows[-1]["step"] != info["steps_trained"] or info.get("split") == "validation":
         # the base on the test problems: a stage 1 that decides on validation problems (its curve) and keeps its
         # best evaluation ends in a row of its own, the base's test accuracy at the step it stopped
         rows.append({"step": info["steps_trained"], "eval_accuracy": final, "train_loss": None})
+    if passk is not None:
+        rows[-1]["passk"] = passk
     return rows
 
 
@@ -124,16 +142,46 @@ STUDY = [  # (label, arguments): a stage 1 stopped by a step count on the steep 
 ]
 
 
+_FINISHED = str(Path(__file__).parent / "configs" / "default.yaml")
+LEVERS = [  # (label, arguments): the default's finished base (configs/default.yaml: early stopping on validation)
+    # with one lever moved, the base's greedy accuracy and pass@8 on the test problems, and under 1e-7 perturbations
+    # where the base has room (a base that generalises past 0.8 has none, whatever its spread)
+    ("fewer demonstrations: 400", ["--set", "task.n_demos=400", "--variants", "ref,perturb-1,perturb-2"]),
+    ("fewer demonstrations: 450", ["--set", "task.n_demos=450", "--variants", "ref,perturb-1,perturb-2,perturb-3"]),
+    ("harder problems: 3 digits, 500 demos", ["--set", "task.digits=3", "--set", "task.n_demos=500",
+                                              "--variants", "ref"]),
+    ("harder problems: 3 digits, 1000 demos", ["--set", "task.digits=3", "--set", "task.n_demos=1000",
+                                               "--variants", "ref,perturb-1,perturb-2"]),
+    ("harder problems: 4 digits, 2000 demos", ["--set", "task.digits=4", "--set", "task.n_demos=2000",
+                                               "--set", "sft_base.steps=3000", "--set", "sft_base.patience=20",
+                                               "--variants", "ref"]),
+    ("harder problems: 3 operands, 2000 demos", ["--set", "task.operands=3", "--set", "task.n_demos=2000",
+                                                 "--set", "sft_base.steps=4000", "--set", "sft_base.patience=30",
+                                                 "--variants", "ref"]),
+]
+"""--levers: what was tried for a finished base that still leaves room and lands within ±0.03 under rounding
+(docs/results/default.md). Fewer demonstrations leave the model on a memorising plateau whose height rounding moves;
+harder problems are learnt past 0.8 once enough demonstrations teach the algorithm, and then leave no room."""
+
+
+def _studies(args):
+    """The setups --study or --levers runs: (label, arguments), --quick's smoke version, --only's filter."""
+    if args.quick:
+        return [("quick", QUICK_STUDY + (["--k", "2"] if args.levers else []))]
+    every = [(label, ["--config", _FINISHED, "--k", "8", *extra]) for label, extra in LEVERS] if args.levers \
+        else STUDY
+    chosen = [(label, extra) for label, extra in every if not args.only or args.only in label]
+    if not chosen:
+        raise UserError(f"--only {args.only!r} matches no setup; the {'levers' if args.levers else 'study'} has "
+                        + "; ".join(dict.fromkeys(label for label, _ in every)))
+    return chosen
+
+
 @cli_entry
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.study:
-        study = [("quick", QUICK_STUDY)] if args.quick else STUDY
-        study = [(label, extra) for label, extra in study if not args.only or args.only in label]
-        if not study:
-            raise UserError(f"--only {args.only!r} matches no setup: the study's are "
-                            + "; ".join(dict.fromkeys(label for label, _ in STUDY)))
-        for label, extra in study:
+    if args.study or args.levers:
+        for label, extra in _studies(args):
             main(["--config", args.config, "--out", args.out, "--label", label, *extra])
         return 0
     import pandas as pd
@@ -170,10 +218,10 @@ def main(argv=None) -> int:
         if commit is None:
             commit = short_commit(write_env(out / f"env_{slug}_t{args.threads}.json"), missing="")
         t0 = time.time()
-        rows = train_variant(cfg, task, variant, args.eps, args.eval_every)
+        rows = train_variant(cfg, task, variant, args.eps, args.eval_every, args.k)
         df = pd.DataFrame(rows).assign(setup=args.label, variant=variant, threads=args.threads,
                                        sft_steps=cfg.sft_base.steps, schedule=cfg.sft_base.lr_schedule,
-                                       n_demos=len(task.demos), sft_lr=cfg.sft_base.lr,
+                                       n_demos=len(task.demos), sft_lr=cfg.sft_base.lr, k=args.k,
                                        commit=commit,
                                        train_s=round(time.time() - t0, 1))
         pd.concat([read_curves(csv), df] if csv.exists() else [df]).to_csv(csv, index=False)
@@ -209,6 +257,18 @@ def headline(last) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _room(g) -> dict:
+    """A setup's pass@k beside its greedy accuracy, where its variants were sampled (--k): the weights as built, and
+    pass@k − greedy, the problems a base gets wrong greedily but right in one of k samples (RL's room)."""
+    if "passk" not in g or g["passk"].isna().all():
+        return {}
+    k = int(g["k"].dropna().iloc[0])
+    ref = g.set_index("variant").loc["ref"] if "ref" in set(g["variant"]) else g.iloc[0]
+    return {f"pass@{k} by variant": ", ".join(f"{v} {a:.3f}" for v, a in g.set_index("variant")["passk"].items()
+                                                if a == a),
+            f"pass@{k} − greedy (ref)": f"{ref['passk'] - ref['eval_accuracy']:+.3f}"}
+
+
 def summarise(out: Path) -> None:
     """headline.md (a sentence per setup), stability.csv (per setup and thread count: the final held-out accuracy of
     every variant, the spread of the
@@ -237,6 +297,7 @@ def summarise(out: Path) -> None:
                      "float32 min": f"{acc.min():.3f}", "float32 max": f"{acc.max():.3f}",
                      "float32 spread": f"{acc.max() - acc.min():.3f}",
                      "float64": f"{every['float64']:.3f}" if "float64" in every else "–",
+                     **_room(g),
                      "commit": ", ".join(sorted(set(g["commit"].dropna().astype(str)))) if "commit" in g else ""})
     pd.DataFrame(rows).to_csv(out / "stability.csv", index=False)
     (out / "headline.md").write_text(headline(last))

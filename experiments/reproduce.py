@@ -119,6 +119,11 @@ RECIPES = {
         "threads", "command",
         command=["experiments/base_stability.py", "--study", "--only", "finished", "--out", "OUT"],
         keep=["curves.csv", "stability.csv", "headline.md", "stability.png", "env_*.json"]),
+    "base_levers": Recipe(
+        "what was tried for a finished base with room that rounding does not move: the default's stage 1 with fewer "
+        "demonstrations or harder problems, greedy and pass@8 on test, 1e-7 perturbations", "command",
+        command=["experiments/base_stability.py", "--levers", "--out", "OUT"],
+        keep=["curves.csv", "stability.csv", "headline.md", "stability.png", "env_*.json"]),
     "base_stability": Recipe(
         "the SFT base under rounding: stage 1 with weight perturbations, float64 and two thread counts", "command",
         command=["experiments/base_stability.py", "--study", "--out", "OUT"],

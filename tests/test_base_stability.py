@@ -30,3 +30,28 @@ def test_an_unknown_study_setup_is_named(capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "--only 'nope' matches no setup" in err and "default: target accuracy, weight average" in err
+
+
+def test_pass_at_k_stands_beside_greedy_accuracy(tmp_path):
+    """--k 4: each variant's base is also sampled 4 times per test problem; the summary gives pass@4 by variant and
+    the room pass@4 − greedy of the weights as built, from the same rows as curves.csv."""
+    rc = base_stability.main(["--out", str(tmp_path), "--label", "tiny", "--sft-steps", "4", "--eval-every", "2",
+                              "--variants", "ref,perturb-1", "--set", "task.n_demos=64", "--set", "train.eval_size=16",
+                              "--set", "sft_base.target_accuracy=0.0", "--k", "4"])
+    assert rc == 0
+    curves = pd.read_csv(tmp_path / "curves.csv", dtype={"commit": str})
+    last = curves[curves["step"] == 4].set_index("variant")
+    assert (last["k"] == 4).all() and last["passk"].between(0, 1).all()
+    assert curves[curves["step"] == 2]["passk"].isna().all()  # only the base (stage 1's end) is sampled
+    row = pd.read_csv(tmp_path / "stability.csv", dtype=str, keep_default_na=False).iloc[0]
+    assert row["pass@4 by variant"] == ", ".join(f"{v} {last.loc[v, 'passk']:.3f}" for v in ("ref", "perturb-1"))
+    assert row["pass@4 − greedy (ref)"] == f"{last.loc['ref', 'passk'] - last.loc['ref', 'eval_accuracy']:+.3f}"
+
+
+def test_the_levers_name_their_setups(capsys):
+    """--levers runs LEVERS on the default's finished base; an --only that matches none lists them."""
+    with pytest.raises(SystemExit) as e:
+        base_stability.main(["--levers", "--only", "nope", "--out", "unused"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "the levers has fewer demonstrations: 400;" in err and "harder problems: 3 operands, 2000 demos" in err
