@@ -98,7 +98,7 @@ def test_reproduce_names_the_known_results_for_an_unknown_one():
     p = subprocess.run([sys.executable, "experiments/reproduce.py", "defualt"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert p.stderr.startswith("error: unknown result(s) defualt: known results are default, default_long, "
+    assert p.stderr.startswith("error: unknown result(s) defualt: known results are default, default_long, default_mid_curve, "
                                "overoptimisation")
 
 
