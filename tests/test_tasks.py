@@ -114,9 +114,45 @@ def test_demo_noise():
         assert steps3.step_rewards(r["completion"], r["steps"])[0][1] == 1.0
 
 
+def test_slipped_sum_drops_carries_column_by_column():
+    """57 + 68: units 7 + 8 = 15 (write 5, carry 1), tens 5 + 6 + 1 = 12 (write 2, carry 1), hundreds 1 -> 125.
+    Dropping the units' carry gives tens 5 + 6 = 11 -> 115; dropping the tens' carry ends the sum at 25; both: 15."""
+    import random
+
+    from gcframe.tasks.arithmetic import ArithmeticTask as A
+
+    assert A.slipped_sum(57, 68, 0.0, random.Random(0)) == 125 and A.slipped_sum(57, 68, 1.0, random.Random(0)) == 15
+    assert A.slipped_sum(12, 34, 1.0, random.Random(0)) == 46  # no carry: nothing to slip
+    draws = [A.slipped_sum(57, 68, 0.7, random.Random(i)) for i in range(4000)]
+    share = {v: draws.count(v) / len(draws) for v in (125, 115, 25, 15)}
+    assert sum(share.values()) == 1.0
+    # each of the two carries kept with probability 0.3: 0.09 right, 0.21 each with one slip, 0.49 with both
+    for v, p in ((125, 0.09), (115, 0.21), (25, 0.21), (15, 0.49)):
+        assert abs(share[v] - p) < 0.03, (v, share[v])
+
+
+def test_demo_slip_spoils_only_demonstrations_with_a_carry():
+    task = ArithmeticTask(TaskConfig(n_demos=500, n_heldout=100, demo_slip=1.0))
+    for r in task.demos:
+        a, b = (int(x) for x in r["prompt"].rstrip("=").split("+"))
+        carries = any((a // 10**j % 10) + (b // 10**j % 10) + (1 if j and (a % 10**j + b % 10**j) >= 10**j else 0)
+                      >= 10 for j in range(2))
+        assert task.verify(r["completion"], r["answer"]) == (not carries), r  # slip 1: every carry dropped
+        assert r["answer"] == str(a + b)  # the answer column (the checker's) stays the true sum
+    clean = ArithmeticTask(TaskConfig(n_demos=500, n_heldout=100))
+    assert clean.demos.to_dict() == ArithmeticTask(TaskConfig(n_demos=500, n_heldout=100, demo_slip=0.0)).demos \
+        .to_dict()
+    three = ArithmeticTask(TaskConfig(operands=3, n_demos=50, n_heldout=10, demo_slip=1.0))
+    for r in three.demos:  # each partial sum is added on from the previous written one
+        first, second = (int(x) for x in r["completion"].split(";"))
+        a, b, c = (int(x) for x in r["prompt"].rstrip("=").split("+"))
+        assert first == ArithmeticTask.slipped_sum(a, b, 1.0, None) and second == ArithmeticTask.slipped_sum(
+            first, c, 1.0, None)
+
+
 @pytest.mark.parametrize(
     "kw",
-    [dict(operands=1), dict(digits=0), dict(demo_noise=1.5), dict(demo_noise=-0.1), dict(n_demos=0), dict(n_heldout=0)],
+    [dict(operands=1), dict(digits=0), dict(demo_noise=1.5), dict(demo_slip=1.5), dict(demo_slip=-0.1), dict(demo_noise=-0.1), dict(n_demos=0), dict(n_heldout=0)],
 )
 def test_config_validation(kw):
     with pytest.raises(UserError):

@@ -48,7 +48,8 @@ class ArithmeticTask:
 
         self.heldout = self._dataset(heldout)
         self.prompts = self._dataset(train)
-        self.demos = self._demo_dataset(train[: cfg.n_demos], random.Random(f"noise-{cfg.seed}"))
+        self.demos = self._demo_dataset(train[: cfg.n_demos], random.Random(f"noise-{cfg.seed}"),
+                                        random.Random(f"slip-{cfg.seed}"))
         # Partial sums grow with every operand, so all-max operands give the longest gold completion.
         self.longest_completion = self.completion([self.base - 1] * cfg.operands)
         self.max_completion_chars = len(self.longest_completion)
@@ -117,8 +118,34 @@ class ArithmeticTask:
         del rows["completion"]
         return datasets.Dataset.from_dict(rows)
 
-    def _demo_dataset(self, indices: list[int], rng: random.Random) -> datasets.Dataset:
+    @staticmethod
+    def slipped_sum(a: int, b: int, slip: float, rng: random.Random) -> int:
+        """a + b written column by column, each carry dropped with probability `slip` (task.demo_slip):
+        57 + 68 -> 125 (no slip), 115 (the units' carry dropped), 25 (the tens' carry dropped) or 15 (both)."""
+        out, carry, place = 0, 0, 1
+        while a or b or carry:
+            column = a % 10 + b % 10 + carry
+            out += (column % 10) * place
+            carry = column // 10
+            if carry and (slip >= 1.0 or rng.random() < slip):  # the slip: the carry is not written on
+                carry = 0
+            a, b, place = a // 10, b // 10, place * 10
+        return out
+
+    def _slipped_steps(self, operands: list[int], rng: random.Random) -> list[str]:
+        """The partial sums as a slipping annotator writes them: each addition from the previous written total."""
+        sums, total = [], operands[0]
+        for x in operands[1:]:
+            total = self.slipped_sum(total, x, self.cfg.demo_slip, rng)
+            sums.append(str(total))
+        return sums if self.cfg.show_steps else sums[-1:]
+
+    def _demo_dataset(self, indices: list[int], rng: random.Random,
+                      slip_rng: random.Random | None = None) -> datasets.Dataset:
         rows = self._rows(indices)
+        if self.cfg.demo_slip:
+            for i, index in enumerate(indices):
+                rows["completion"][i] = ";".join(self._slipped_steps(self.operands_of(index), slip_rng))
         max_sum = self.cfg.operands * (self.base - 1)
         for i, steps in enumerate(rows["steps"]):
             if rng.random() < self.cfg.demo_noise:

@@ -27,6 +27,11 @@ class TaskConfig:
     """Number of distinct training problems with SFT demonstrations (limited on purpose)."""
     demo_noise: float = 0.0
     """Probability that a demonstration's final answer is replaced by a random wrong number."""
+    demo_slip: float = 0.0
+    """Arithmetic: probability that a demonstration drops each carry of its additions (an annotator's systematic
+    slip: "57+68=" -> "115" or "25" instead of "125"). Above 0.5 the demonstrations' most common answer to a problem
+    with a carry is wrong, so imitation alone cannot learn it; problems without a carry are always right, and the
+    checker that scores RL's rollouts is exact."""
     n_heldout: int = 500
     """Number of held-out test problems, disjoint from every demo, RL prompt and validation problem: every finding
     is scored on them."""
@@ -68,8 +73,9 @@ class TaskConfig:
             raise UserError(f"task.n_validation must be 0 (no validation set) or >= {MIN_VALIDATION}, got "
                             f"{self.n_validation}: a smaller set cannot rank choices (an accuracy near 0.5 on 100 "
                             "problems already has a standard error of 0.05); raise it")
-        if not 0.0 <= self.demo_noise <= 1.0:
-            raise UserError(f"task.demo_noise must be in [0, 1], got {self.demo_noise}; it is a fraction")
+        for field in ("demo_noise", "demo_slip"):
+            if not 0.0 <= getattr(self, field) <= 1.0:
+                raise UserError(f"task.{field} must be in [0, 1], got {getattr(self, field)}; it is a probability")
         if self.prompt_format not in PROMPT_FORMATS:
             raise UserError(f"task.prompt_format must be one of {', '.join(PROMPT_FORMATS)}, got "
                             f"{self.prompt_format!r}")
