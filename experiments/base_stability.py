@@ -51,9 +51,9 @@ def parse_args(argv=None):
     p.add_argument("--label", default="", help="prefix of every variant's name in the CSV (e.g. the setup)")
     p.add_argument("--study", action="store_true", help="the committed study (results/base_stability): every setup "
                    "of STUDY, each with its variants and thread counts, into one --out (hours of CPU)")
-    p.add_argument("--levers", action="store_true", help="the lever study (results/base_levers): the default's "
-                   "stage 1 with fewer demonstrations or harder problems (LEVERS), each base's pass@8 beside its "
-                   "greedy accuracy, into one --out")
+    p.add_argument("--levers", action="store_true", help="the lever study (results/base_levers): the finished "
+                   "base on 600 correct demonstrations (configs/scarce_demos.yaml) with fewer demonstrations or harder "
+                   "problems (LEVERS), each base's pass@8 beside its greedy accuracy, into one --out")
     p.add_argument("--k", type=int, default=0, help="also score each base's pass@k on the test problems (k samples "
                    "per problem; 0: greedy only)")
     p.add_argument("--quick", action="store_true", help="with --study or --levers: a 40-step smoke version of it")
@@ -129,10 +129,15 @@ STUDY = [  # (label, arguments): a stage 1 stopped by a step count on the steep 
                                            "--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
     ("default: target accuracy, weight average", ["--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
     ("default: target accuracy, weight average", ["--threads", "2", "--variants", "ref"]),
-    ("finished base: early stopping on validation", [  # the default comparison's base (configs/default.yaml)
-        "--config", str(Path(__file__).parent / "configs" / "default.yaml"),
+    ("finished base: early stopping on validation", [  # 600 correct demonstrations (configs/scarce_demos.yaml)
+        "--config", str(Path(__file__).parent / "configs" / "scarce_demos.yaml"),
         "--variants", "ref,perturb-1,perturb-2,perturb-3"]),
     ("finished base: early stopping on validation", [
+        "--config", str(Path(__file__).parent / "configs" / "scarce_demos.yaml"), "--threads", "2", "--variants", "ref"]),
+    ("slipped demonstrations: early stopping on validation", [  # the default comparison's base (default.yaml)
+        "--config", str(Path(__file__).parent / "configs" / "default.yaml"),
+        "--variants", "ref,perturb-1,perturb-2,perturb-3"]),
+    ("slipped demonstrations: early stopping on validation", [
         "--config", str(Path(__file__).parent / "configs" / "default.yaml"), "--threads", "2", "--variants", "ref"]),
     *[(f"§5.2 map, {level} level: target {target}", [  # the sweep's levels (configs/sweep_5_2.yaml), the same rule
         "--config", str(Path(__file__).parent / "configs" / "deepseekmath_5_2.yaml"), "--set", f"task.operands={ops}",
@@ -142,8 +147,8 @@ STUDY = [  # (label, arguments): a stage 1 stopped by a step count on the steep 
 ]
 
 
-_FINISHED = str(Path(__file__).parent / "configs" / "default.yaml")
-LEVERS = [  # (label, arguments): the default's finished base (configs/default.yaml: early stopping on validation)
+_FINISHED = str(Path(__file__).parent / "configs" / "scarce_demos.yaml")
+LEVERS = [  # (label, arguments): the finished base on 600 correct demonstrations (configs/scarce_demos.yaml)
     # with one lever moved, the base's greedy accuracy and pass@8 on the test problems, and under 1e-7 perturbations
     # where the base has room (a base that generalises past 0.8 has none, whatever its spread)
     ("fewer demonstrations: 400", ["--set", "task.n_demos=400", "--variants", "ref,perturb-1,perturb-2"]),

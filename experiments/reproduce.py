@@ -77,7 +77,8 @@ RECIPES = {
                       rescore=["--problems", "500", "--k", "8", "--base"]),
     "default_long": Recipe(
         "the §5.2 methods and the intervention at their tuned rates to 1,000 steps, 3 seeds, 10 evaluations evenly "
-        "spaced in log-steps on validation: curves to fit (analysis.curves)", "compare", "default.yaml", [0, 1, 2],
+        "spaced in log-steps on validation, from the base finished on 600 correct demonstrations: curves to fit "
+        "(analysis.curves)", "compare", "scarce_demos.yaml", [0, 1, 2],
         args=["--methods", "sft,rft,online_rft,online_rft@filled,grpo", "--steps", "1000"],
         quick=["--quick", "--methods", "sft,grpo"], rescore=["--problems", "500", "--k", "8", "--base"]),
     "default_mid_curve": Recipe(
@@ -115,9 +116,14 @@ RECIPES = {
         base_run={"config": "word_problems_sft.yaml", "method": "sft", "seed": 0},
         rescore=["--problems", "200", "--base"]),
     "base_stability_finished": Recipe(
-        "the default's finished SFT base under rounding: early stopping on validation, 1e-7 perturbations, 1 and 2 "
-        "threads", "command",
-        command=["experiments/base_stability.py", "--study", "--only", "finished", "--out", "OUT"],
+        "the default's finished SFT base under rounding: early stopping on validation, on demonstrations with slips, "
+        "1e-7 perturbations, 1 and 2 threads", "command",
+        command=["experiments/base_stability.py", "--study", "--only", "slipped demonstrations", "--out", "OUT"],
+        keep=["curves.csv", "stability.csv", "headline.md", "stability.png", "env_*.json"]),
+    "base_stability_scarce": Recipe(
+        "the SFT base finished on 600 correct demonstrations (configs/scarce_demos.yaml) under rounding: early "
+        "stopping on validation, 1e-7 perturbations, 1 and 2 threads", "command",
+        command=["experiments/base_stability.py", "--study", "--only", "finished base", "--out", "OUT"],
         keep=["curves.csv", "stability.csv", "headline.md", "stability.png", "env_*.json"]),
     "base_levers": Recipe(
         "what was tried for a finished base with room that rounding does not move: the default's stage 1 with fewer "
