@@ -160,9 +160,6 @@ LEVERS = [  # (label, arguments): the finished base on 600 correct demonstration
     ("harder problems: 4 digits, 2000 demos", ["--set", "task.digits=4", "--set", "task.n_demos=2000",
                                                "--set", "sft_base.steps=3000", "--set", "sft_base.patience=20",
                                                "--variants", "ref"]),
-    ("harder problems: 3 operands, 2000 demos", ["--set", "task.operands=3", "--set", "task.n_demos=2000",
-                                                 "--set", "sft_base.steps=4000", "--set", "sft_base.patience=30",
-                                                 "--variants", "ref"]),
 ]
 """--levers: what was tried for a finished base that still leaves room and lands within ±0.03 under rounding
 (docs/results/default.md). Fewer demonstrations leave the model on a memorising plateau whose height rounding moves;

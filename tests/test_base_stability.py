@@ -54,4 +54,4 @@ def test_the_levers_name_their_setups(capsys):
         base_stability.main(["--levers", "--only", "nope", "--out", "unused"])
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert "the levers has fewer demonstrations: 400;" in err and "harder problems: 3 operands, 2000 demos" in err
+    assert "the levers has fewer demonstrations: 400;" in err and "harder problems: 4 digits, 2000 demos" in err
