@@ -75,6 +75,13 @@ RECIPES = {
                       args=["--tune", "--methods", DEFAULT_METHODS],
                       quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "sft,grpo"],
                       rescore=["--problems", "500", "--k", "8", "--base"]),
+    "default_scarce": Recipe(
+        "the default comparison's design from the base finished on 600 correct demonstrations (configs/"
+        "scarce_demos.yaml): each method's rate tuned on validation, 8 methods and the online-RFT intervention, "
+        "200 steps, 3 seeds, final models scored on the 500 test problems", "compare", "scarce_demos.yaml", [0, 1, 2],
+        args=["--tune", "--methods", DEFAULT_METHODS],
+        quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "sft,grpo"],
+        rescore=["--problems", "500", "--k", "8", "--base"]),
     "default_long": Recipe(
         "the §5.2 methods and the intervention at their tuned rates to 1,000 steps, 3 seeds, 10 evaluations evenly "
         "spaced in log-steps on validation, from the base finished on 600 correct demonstrations: curves to fit "
