@@ -134,8 +134,9 @@ def test_rft_mechanism():
           "0.06–0.07 of its training samples are correct at hard, 0.20–0.22 at medium, 0.29–0.33 at easy. It ends "
           "further from π_ref, at KL 0.28–0.74 (neither method has a KL term).",
           "they do not say which of these differences causes the reversal",
-          "An intervention on the [default comparison](default.md#online-rft-against-rft-an-intervention) changes only "
-          "the second difference", "It is not repeated on this map's levels.")
+          "An intervention on the comparison from the base finished on 600 correct demonstrations "
+          "([`results/default_scarce`](default.md#online-rft-against-rft-an-intervention)) changes only the second "
+          "difference", "It is not repeated on this map's levels.")
     for cause in ("scales its step by the acceptance rate", "no anchor to π_ref", "The cause is"):
         assert cause not in PAGE.read_text(), cause  # asserted causes the data contradicts (AdamW, the KL)
     assert _span(_mech("rft", "eval_kl_ref_end").values(), "0.03", "0.04")

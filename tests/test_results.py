@@ -98,8 +98,8 @@ def test_reproduce_names_the_known_results_for_an_unknown_one():
     p = subprocess.run([sys.executable, "experiments/reproduce.py", "defualt"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert p.stderr.startswith("error: unknown result(s) defualt: known results are default, default_long, default_mid_curve, "
-                               "overoptimisation")
+    assert p.stderr.startswith("error: unknown result(s) defualt: known results are default, default_scarce, "
+                               "default_long, default_mid_curve, overoptimisation")
 
 
 def test_a_compare_result_is_started_once_and_joined_by_resume(tmp_path, monkeypatch):
