@@ -18,6 +18,7 @@ QUICK = {  # a smoke configuration: tiny SFT base, few steps, small batches
     # its steps, no stops
     "train": {"steps": 8, "prompts_per_step": 8, "group_size": 4, "eval_every": 0, "eval_points": 0,
               "eval_size": 100, "sample_every": 4},
+    "reward_model": {"pairs": 64, "heldout_pairs": 16},  # DPO's pairs from a smoke base that is right on few samples
 }
 """--quick's values. A size the config sets lower is kept (--quick shrinks, it never grows: a config's group_size 1
 stays 1, and grpo refuses it as it would without --quick); eval_every and sample_every are --quick's whatever the

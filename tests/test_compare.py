@@ -201,6 +201,10 @@ def test_quick_shrinks_and_names_what_it_replaced(tmp_path):
     assert build_config(flags)[0].train.steps == 3 and "train.steps" not in flags.quick_replaced  # the user's flag
     default = parse_args(["--quick", "--methods", "sft"])
     assert build_config(default)[0].train.steps == 8 and default.quick_replaced == {}
+    # DPO's preference pairs: a smoke base of the default task (300 steps on slipped demonstrations) is right on few
+    # samples (414 mixed prompts of 9,400 in one run), so --quick asks for 64 + 16 pairs, not 512 + 128
+    rm = build_config(parse_args(["--quick", "--methods", "dpo"]))[0].reward_model
+    assert (rm.pairs, rm.heldout_pairs) == (64, 16)
 
 
 def test_quick_stage1_fits_the_token_budget_of_the_default_task():
