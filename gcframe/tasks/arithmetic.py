@@ -10,6 +10,8 @@ The end-of-turn / EOS token is appended by the caller and is not part of the tex
 """
 from __future__ import annotations
 
+import functools
+import operator
 import random
 
 import datasets
@@ -91,11 +93,12 @@ class ArithmeticTask:
         """The prompt text the model sees (`self.fmt`)."""
         return self.fmt.render(self.plain_prompt(operands), self.question(operands))
 
-    def steps(self, operands: list[int]) -> list[str]:
-        """Fields of the gold completion: partial sums after each added term (or just the answer)."""
+    def steps(self, operands: list[int], add=operator.add) -> list[str]:
+        """Fields of the gold completion: partial sums after each added term (or just the answer); `add` is how one
+        term is added to the running total (a slipping annotator's `slipped_sum` for task.demo_slip)."""
         sums, total = [], operands[0]
         for x in operands[1:]:
-            total += x
+            total = add(total, x)
             sums.append(str(total))
         return sums if self.cfg.show_steps else sums[-1:]
 
@@ -132,20 +135,13 @@ class ArithmeticTask:
             a, b, place = a // 10, b // 10, place * 10
         return out
 
-    def _slipped_steps(self, operands: list[int], rng: random.Random) -> list[str]:
-        """The partial sums as a slipping annotator writes them: each addition from the previous written total."""
-        sums, total = [], operands[0]
-        for x in operands[1:]:
-            total = self.slipped_sum(total, x, self.cfg.demo_slip, rng)
-            sums.append(str(total))
-        return sums if self.cfg.show_steps else sums[-1:]
-
     def _demo_dataset(self, indices: list[int], rng: random.Random,
                       slip_rng: random.Random | None = None) -> datasets.Dataset:
         rows = self._rows(indices)
-        if self.cfg.demo_slip:
+        if self.cfg.demo_slip:  # each addition from the previous written (slipped) total
+            slip = functools.partial(self.slipped_sum, slip=self.cfg.demo_slip, rng=slip_rng)
             for i, index in enumerate(indices):
-                rows["completion"][i] = ";".join(self._slipped_steps(self.operands_of(index), slip_rng))
+                rows["completion"][i] = ";".join(self.steps(self.operands_of(index), add=slip))
         max_sum = self.cfg.operands * (self.base - 1)
         for i, steps in enumerate(rows["steps"]):
             if rng.random() < self.cfg.demo_noise:
