@@ -914,6 +914,22 @@ def _pair(name: str, a: str, b: str, metric: str = "greedy") -> str:
     return f"{-d:+.3f} [{-hi:+.3f}, {-lo:+.3f}]"
 
 
+def _builds_the_scarce_base(config: Path) -> bool:
+    """A result's recorded config builds the base of configs/scarce_demos.yaml (600 correct demonstrations): the same
+    task, stage 1 and model."""
+    import yaml
+
+    from gcframe.config import from_dict
+
+    def base(path):
+        raw = yaml.safe_load(path.read_text())
+        cfg = from_dict({k: v for k, v in raw.items() if k in ("task", "sft_base", "model")})
+        return cfg.task, cfg.sft_base, cfg.model
+
+    scarce = base(ROOT / "experiments" / "configs" / "scarce_demos.yaml")
+    return scarce == base(config) and scarce[0].n_demos == 600
+
+
 def test_the_scarce_base_intervention():
     """The default page's intervention, made from the base finished on 600 correct demonstrations
     (results/default_scarce): the §5.2.1 reversal there, online RFT's acceptance rate, the filled variant's rollouts,
@@ -939,16 +955,7 @@ def test_the_scarce_base_intervention():
     t = _csv("default_scarce/table.csv").set_index("method")
     assert t.loc["online_rft@filled", "train time (s)"].startswith("42") and t.loc["online_rft", "train time (s)"] \
         .startswith("26")
-    import yaml
-
-    from gcframe.config import from_dict
-
-    def recorded(raw):  # the task and stage 1 that build a base, as a config records them
-        cfg = from_dict({k: v for k, v in raw.items() if k in ("task", "sft_base", "model")})
-        return cfg.task, cfg.sft_base, cfg.model
-
-    scarce = yaml.safe_load((ROOT / "experiments" / "configs" / "scarce_demos.yaml").read_text())
-    assert recorded(scarce) == recorded(yaml.safe_load((RESULTS / "default_scarce" / "config.yaml").read_text()))
+    assert _builds_the_scarce_base(RESULTS / "default_scarce" / "config.yaml")
 
 
 def test_the_scarce_base_under_rounding():
@@ -979,17 +986,7 @@ def test_curves_page_and_readme_sentence():
           "GRPO's A interval here is ±0.15 wide")
     _says(page, "Here that is 10 evaluations (steps 2, 4, 8, 16, 32, 63, 126, 251, 501 and 1,000) on 500 "
                 "validation problems, from the SFT base finished on 600 correct demonstrations")
-    import yaml
-
-    from gcframe.config import from_dict
-
-    def recorded(raw):  # the task and stage 1 that build a base, as a config records them
-        cfg = from_dict({k: v for k, v in raw.items() if k in ("task", "sft_base", "model")})
-        return cfg.task, cfg.sft_base, cfg.model
-
-    scarce = yaml.safe_load((ROOT / "experiments" / "configs" / "scarce_demos.yaml").read_text())
-    ran = yaml.safe_load((RESULTS / "default_long" / "config.yaml").read_text())
-    assert recorded(scarce) == recorded(ran) and ran["task"]["n_demos"] == 600  # the runs' base is scarce_demos.yaml's
+    assert _builds_the_scarce_base(RESULTS / "default_long" / "config.yaml")  # the runs' base is scarce_demos.yaml's
     from gcframe.config import TrainConfig
     from gcframe.trainer import eval_steps
 
