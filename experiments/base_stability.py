@@ -48,7 +48,8 @@ def parse_args(argv=None):
                    help="override one config value (YAML syntax), e.g. task.n_demos=1000 or sft_base.lr=3.0e-4")
     p.add_argument("--eval-every", type=int, default=50, help="held-out evaluation every this many stage-1 steps")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    p.add_argument("--label", default="", help="prefix of every variant's name in the CSV (e.g. the setup)")
+    p.add_argument("--label", default="run", help="the setup's name in the CSV and the summary (e.g. \"default: "
+                   "1000 demos\")")
     p.add_argument("--study", action="store_true", help="the committed study (results/base_stability): every setup "
                    "of STUDY, each with its variants and thread counts, into one --out (hours of CPU)")
     p.add_argument("--levers", action="store_true", help="the lever study (results/base_levers): the finished "
@@ -134,11 +135,12 @@ STUDY = [  # (label, arguments): a stage 1 stopped by a step count on the steep 
         "--variants", "ref,perturb-1,perturb-2,perturb-3"]),
     ("finished base: early stopping on validation", [
         "--config", str(Path(__file__).parent / "configs" / "scarce_demos.yaml"), "--threads", "2", "--variants", "ref"]),
-    ("slipped demonstrations: early stopping on validation", [  # the default comparison's base (default.yaml)
-        "--config", str(Path(__file__).parent / "configs" / "default.yaml"),
+    ("slipped demonstrations: best validation evaluation of the schedule", [  # the default's base (default.yaml)
+        "--config", str(Path(__file__).parent / "configs" / "default.yaml"), "--k", "8",
         "--variants", "ref,perturb-1,perturb-2,perturb-3"]),
-    ("slipped demonstrations: early stopping on validation", [
-        "--config", str(Path(__file__).parent / "configs" / "default.yaml"), "--threads", "2", "--variants", "ref"]),
+    ("slipped demonstrations: best validation evaluation of the schedule", [
+        "--config", str(Path(__file__).parent / "configs" / "default.yaml"), "--k", "8", "--threads", "2",
+        "--variants", "ref"]),
     *[(f"§5.2 map, {level} level: target {target}", [  # the sweep's levels (configs/sweep_5_2.yaml), the same rule
         "--config", str(Path(__file__).parent / "configs" / "deepseekmath_5_2.yaml"), "--set", f"task.operands={ops}",
         "--set", "sft_base.steps=1000", "--set", f"sft_base.target_accuracy={target}", "--set", "sft_base.eval_every=1",

@@ -123,8 +123,8 @@ RECIPES = {
         base_run={"config": "word_problems_sft.yaml", "method": "sft", "seed": 0},
         rescore=["--problems", "200", "--base"]),
     "base_stability_finished": Recipe(
-        "the default's finished SFT base under rounding: early stopping on validation, on demonstrations with slips, "
-        "1e-7 perturbations, 1 and 2 threads", "command",
+        "the default's finished SFT base under rounding: its whole schedule, the best evaluation on validation, on "
+        "demonstrations with slips, 1e-7 perturbations, 1 and 2 threads, each base's pass@8", "command",
         command=["experiments/base_stability.py", "--study", "--only", "slipped demonstrations", "--out", "OUT"],
         keep=["curves.csv", "stability.csv", "headline.md", "stability.png", "env_*.json"]),
     "base_stability_scarce": Recipe(

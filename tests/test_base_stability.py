@@ -34,8 +34,9 @@ def test_an_unknown_study_setup_is_named(capsys):
 
 def test_pass_at_k_stands_beside_greedy_accuracy(tmp_path):
     """--k 4: each variant's base is also sampled 4 times per test problem; the summary gives pass@4 by variant and
-    the room pass@4 − greedy of the weights as built, from the same rows as curves.csv."""
-    rc = base_stability.main(["--out", str(tmp_path), "--label", "tiny", "--sft-steps", "4", "--eval-every", "2",
+    the room pass@4 − greedy of the weights as built, from the same rows as curves.csv. Without --label the setup is
+    "run" (an empty one was read back as NaN, and the summary failed after every variant had trained)."""
+    rc = base_stability.main(["--out", str(tmp_path), "--sft-steps", "4", "--eval-every", "2",
                               "--variants", "ref,perturb-1", "--set", "task.n_demos=64", "--set", "train.eval_size=16",
                               "--set", "sft_base.target_accuracy=0.0", "--k", "4"])
     assert rc == 0
@@ -46,6 +47,7 @@ def test_pass_at_k_stands_beside_greedy_accuracy(tmp_path):
     row = pd.read_csv(tmp_path / "stability.csv", dtype=str, keep_default_na=False).iloc[0]
     assert row["pass@4 by variant"] == ", ".join(f"{v} {last.loc[v, 'passk']:.3f}" for v in ("ref", "perturb-1"))
     assert row["pass@4 − greedy (ref)"] == f"{last.loc['ref', 'passk'] - last.loc['ref', 'eval_accuracy']:+.3f}"
+    assert row["setup"] == "run" and (tmp_path / "headline.md").read_text().startswith("- run: held-out greedy")
 
 
 def test_the_levers_name_their_setups(capsys):

@@ -84,9 +84,11 @@ def test_getting_started_quotes_the_default_configs_demonstrations_and_stage1_st
     raw = default_yaml()
     assert f"{raw['task']['n_demos']:,} demonstrations" in page
     assert f"{raw['sft_base']['steps']:,} steps" in page  # stage 1's (at most) steps
-    flat = " ".join(page.split())  # and the stopping rule: patience on the validation problems
-    assert f"has not improved for {raw['sft_base']['patience']} evaluations in a row (one every " \
-           f"{raw['sft_base']['eval_every']} steps" in flat
+    flat = " ".join(page.split())  # and the rule: the whole schedule, the best evaluation on the validation problems
+    assert raw["sft_base"]["patience"] * raw["sft_base"]["eval_every"] >= raw["sft_base"]["steps"], \
+        "the page says stage 1 trains its whole schedule: a patience that can fire before the cap contradicts it"
+    assert f"{raw['sft_base']['steps']:,} steps on a cosine schedule" in flat and raw["sft_base"]["lr_schedule"] == "cosine"
+    assert f"measured every {raw['sft_base']['eval_every']} steps, keeping the best evaluation's weights" in flat
     assert f"on the {raw['task']['n_validation']} validation problems" in flat
 
 
