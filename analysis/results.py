@@ -99,16 +99,22 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
 
 OUTCOMES = "problems.csv.gz"
 """Every final model's per-problem outcomes behind pairs.csv and gains.csv (method, seed, problem id, greedy and,
-where sampled, majk, passk, pass1): a reader recomputes any paired interval from them (analysis.paired)."""
+where sampled, majk, passk, pass1): a reader recomputes any paired interval from them (analysis.paired), over the
+rows where that metric is filled. Where greedy came from a re-scoring on N problems and the sampled metrics from the
+runs' last evaluation on fewer, those are filled only on their problems (findings.md names each metric's source)."""
 
 
 def write_outcomes(tables, path: Path) -> None:
-    """The per-problem outcomes the paired test used (`Runs.outcomes`, and the base's where it was scored): one row
-    per method, seed and problem, gzip-compressed CSV, written the same bytes for the same outcomes."""
+    """The per-problem outcomes the paired test used (`Runs.outcomes`: each metric from its own source, and the
+    base's where it was scored): one row per method, seed and problem, gzip-compressed CSV, written the same bytes
+    for the same outcomes."""
     picks = tables.outcomes()
     if not picks:
         return
-    frame = picks[0][0]
+    keys = ["method", "seed", "problem"]
+    frame = picks[0][0][keys + picks[0][1] + (["k"] if "k" in picks[0][0] and len(picks[0][1]) > 1 else [])]
+    for other, metrics, _, _ in picks[1:]:  # e.g. maj@k / pass@k from the last evaluation, beside greedy re-scored
+        frame = frame.merge(other[keys + metrics + (["k"] if "k" in other else [])], on=keys, how="outer")
     base = tables.base_outcomes()
     if base is not None:
         frame = pd.concat([frame, base], ignore_index=True)

@@ -167,34 +167,34 @@ def _six_accuracy() -> dict[str, tuple[float, float]]:
 
 
 def test_readme_smollm2():
-    """'Every method but DPO learns (0.508–0.654 greedy on the 500; DPO collapses to 0.066); with two seeds whose ends
+    """'Every method but DPO learns (0.508–0.654 greedy on the 500; DPO collapses to 0.062); with two seeds whose ends
     cross, GRPO, online RFT and RLOO are not told apart.'
     (No "3.2–3.6× at equal rates" without its 1.6× at each method's best rate: the SmolLM2 page gives both.)"""
     _says(README.read_text(),
           "Six methods on it (LoRA, 24 steps, 2 seeds, per-method rates), from a base at 0.167 greedy on 2-digit "
           "additions in chat",
-          "Every method but DPO learns (0.508–0.654 greedy on the 500; DPO collapses to 0.066); with two seeds whose "
+          "Every method but DPO learns (0.508–0.654 greedy on the 500; DPO collapses to 0.062); with two seeds whose "
           "ends cross, GRPO, online RFT and RLOO are not told apart.")
     assert "3.2–3.6×" not in README.read_text()
     t = _csv("smollm2/table.csv").set_index("method")
     acc = _six_accuracy()
     assert _is(_num(t.loc["base model (step 0)", "accuracy"]), "0.167")
-    assert _span([acc[m][0] for m in SIX if m != "dpo"], "0.508", "0.654") and _is(acc["dpo"][0], "0.066")
+    assert _span([acc[m][0] for m in SIX if m != "dpo"], "0.508", "0.654") and _is(acc["dpo"][0], "0.062")
     assert all(acc[m][0] > _num(t.loc["base model (step 0)", "accuracy"]) for m in SIX if m != "dpo")
     pairs = _csv("smollm2/pairs.csv")
     greedy = pairs[pairs["metric"] == "greedy"].set_index("comparison")
     trio = ["online_rft − grpo", "grpo − rloo", "online_rft − rloo"]
     assert all(greedy.loc[c, "separated"] == "no" for c in trio)
     d = _csv("smollm2/design.csv").set_index("metric")
-    assert d.loc["greedy", "seeds to halve it"] == "12" and d.loc["greedy", "problems to halve it"] == "not reachable"
+    assert d.loc["greedy", "seeds to halve it"] == "13" and d.loc["greedy", "problems to halve it"] == "not reachable"
     tm = _csv("smollm2_trade/matched.csv")
     sec = _col(tm, "s to 0.380")
 
 
 def test_smollm2_what_the_table_shows():
-    """'From a base at 0.167, the final models score 0.508–0.654 greedy on the 500 problems; DPO collapses to 0.066.'
+    """'From a base at 0.167, the final models score 0.508–0.654 greedy on the 500 problems; DPO collapses to 0.062.'
     'Where the two seeds disagree (SFT's 0.508 ± 0.915 on the 500) the interval has about one degree of freedom, so
-    only 4 of the 15 greedy pairs are separated and the design detects differences of 0.518 (median over pairs); 12
+    only 4 of the 15 greedy pairs are separated and the design detects differences of 0.464 (median over pairs); 13
     seeds would halve that, more problems would not. At 2 seeds the interval also under-covers where seeds dominate
     (0.85–0.88 ...)'
     'Online RFT beats RFT, +0.063 [+0.036, +0.090] greedy: DeepSeekMath §5.2.1's ordering, as in the eight-method
@@ -204,10 +204,10 @@ def test_smollm2_what_the_table_shows():
     'Every last-third interval contains 0 at 2 seeds; GRPO (+0.104) and RLOO (+0.083) gained most over it.'"""
     page = _page("smollm2.md")
     _says(page,
-          "From a base at 0.167, the final models score 0.508–0.654 greedy on the 500 problems; DPO collapses to 0.066.",
+          "From a base at 0.167, the final models score 0.508–0.654 greedy on the 500 problems; DPO collapses to 0.062.",
           "Where the two seeds disagree (SFT's 0.508 ± 0.915 on the 500) the interval has about one degree of freedom, "
-          "so only 4 of the 15 greedy pairs are separated and the design detects differences of 0.518 (median over "
-          "pairs); 12 seeds would halve that, more problems would not.",
+          "so only 4 of the 15 greedy pairs are separated and the design detects differences of 0.464 (median over "
+          "pairs); 13 seeds would halve that, more problems would not.",
           "under-covers where seeds dominate (0.85–0.88 in `experiments/paired_coverage.py`'s simulation, as "
           "`analysis/paired.py` records)",
           "**Online RFT beats RFT**, +0.063 [+0.036, +0.090] greedy: DeepSeekMath §5.2.1's ordering, as in the "
@@ -224,7 +224,7 @@ def test_smollm2_what_the_table_shows():
     assert len(greedy) == 15 and (greedy["separated"] == "yes").sum() == 4
     assert set(greedy["seeds"]) == {"2"} and set(greedy["problems"]) == {"500"}
     d = _csv("smollm2/design.csv").set_index("metric")
-    assert d.loc["greedy", "detectable difference (median over pairs)"] == "0.518"
+    assert d.loc["greedy", "detectable difference (median over pairs)"] == "0.464"
     f = _csv("smollm2/findings.csv")
     g = f[f["metric"] == "greedy"].set_index("comparison")
     assert g.loc["online_rft − rft", "Δ [95% interval]"] == "+0.063 [+0.036, +0.090]"
@@ -425,25 +425,25 @@ def test_smollm2_why_the_best_and_the_worst_differ():
     48): their sampled accuracy rises from 0.07–0.09 to 0.41–0.51 though 0.46–0.58 of their groups carry no reward
     difference, and GRPO and RLOO push down about half their GC mass (0.50, 0.45); online RFT pushes nothing down
     (0.00) and rises as far as RLOO.'
-    'SFT drifts furthest: its KL to π_ref (2.07) is 2.5 times the next method's (DPO's 0.84), its entropy falls most
+    'SFT drifts furthest: its KL to π_ref (2.07) is 2.5 times the next method's (DPO's 0.83), its entropy falls most
     (1.61 → 0.55), and its two seeds end far apart (0.508 ± 0.915 on the 500).'
     'RFT never pushes down (GC down 0.00, probe mass +1.00 on right and 0 on wrong) ... Its entropy still falls to
-    0.21, below online RFT's 0.26, GRPO's 0.24 and DPO's 0.29, and its KL to π_ref (0.421) is above GRPO's 0.312 and
+    0.21, below online RFT's 0.26, GRPO's 0.24 and DPO's 0.29, and its KL to π_ref (0.421) is above GRPO's 0.311 and
     RLOO's 0.335.' (Not "falls only", "stays": it is neither the broadest nor the nearest π_ref.)
     'DPO collapses (−0.125 from step 0): it pushes down as much as GRPO (0.48) but from fixed pairs of the base, and
-    drifts further from π_ref than any method but SFT (0.84).'"""
+    drifts further from π_ref than any method but SFT (0.83).'"""
     _says(_page("smollm2.md"),
           "**The group methods on their own samples end highest** (GRPO +0.375, online RFT and RLOO +0.354 greedy on "
           "the 48): their sampled accuracy rises from 0.07–0.09 to 0.41–0.51 though 0.46–0.58 of their groups carry no "
           "reward difference, and GRPO and RLOO push down about half their GC mass (0.50, 0.45); online RFT pushes "
           "nothing down (0.00) and rises as far as RLOO.",
-          "**SFT drifts furthest**: its KL to π_ref (2.07) is 2.5 times the next method's (DPO's 0.84), its entropy "
+          "**SFT drifts furthest**: its KL to π_ref (2.07) is 2.5 times the next method's (DPO's 0.83), its entropy "
           "falls most (1.61 → 0.55), and its two seeds end far apart (0.508 ± 0.915 on the 500).",
           "**RFT never pushes down** (GC down 0.00, probe mass +1.00 on right and 0 on wrong)",
           "Its entropy still falls to 0.21, below online RFT's 0.26, GRPO's 0.24 and DPO's 0.29, and its KL to π_ref "
-          "(0.421) is above GRPO's 0.312 and RLOO's 0.335.",
+          "(0.421) is above GRPO's 0.311 and RLOO's 0.335.",
           "**DPO collapses** (−0.125 from step 0): it pushes down as much as GRPO (0.48) but from fixed pairs of the "
-          "base, and drifts further from π_ref than any method but SFT (0.84).")
+          "base, and drifts further from π_ref than any method but SFT (0.83).")
     w = _csv("smollm2/why.csv").set_index("method")
     gain = {m: _num(w.loc[m, "Δ accuracy"]) for m in w.index}
     group = ["grpo", "online_rft", "rloo"]
@@ -458,14 +458,14 @@ def test_smollm2_why_the_best_and_the_worst_differ():
     kl = {m: _num(w.loc[m, "KL to ref"]) for m in w.index}
     second = max((m for m in kl if m != "sft"), key=kl.get)
     assert max(kl, key=kl.get) == "sft" and second == "dpo"
-    assert _is(kl["sft"], "2.07") and _is(kl["dpo"], "0.84") and _is(kl["sft"] / kl["dpo"], "2.5")
+    assert _is(kl["sft"], "2.07") and _is(kl["dpo"], "0.83") and _is(kl["sft"] / kl["dpo"], "2.5")
     ent = {m: _arrow(w.loc[m, "entropy"]) for m in w.index}
     assert max(ent, key=lambda m: ent[m][0] - ent[m][1]) == "sft"
     assert _is(ent["sft"][0], "1.61") and _is(ent["sft"][1], "0.55") and _is(ent["rft"][1], "0.21")
     assert _is(down["rft"], "0.00") and w.loc["rft", "probe GC r / w"] == "+1.00 / +0.00"
     for m, e in [("online_rft", "0.26"), ("grpo", "0.24"), ("dpo", "0.29")]:
         assert _is(ent[m][1], e) and ent[m][1] > ent["rft"][1], m
-    for m, k in [("rft", "0.421"), ("grpo", "0.312"), ("rloo", "0.335")]:
+    for m, k in [("rft", "0.421"), ("grpo", "0.311"), ("rloo", "0.335")]:
         assert _is(kl[m], k), m
     assert kl["rft"] > max(kl["grpo"], kl["rloo"])
     acc = _six_accuracy()["sft"]
@@ -474,26 +474,22 @@ def test_smollm2_why_the_best_and_the_worst_differ():
 
 
 def test_smollm2_where_the_time_goes():
-    """'Online RFT, RLOO and GRPO reach 0.354 in 39–103 s of training after 1,643–3,312 generated tokens; SFT and RFT
-    need 382–391 s. RFT's 42.9 s per step hold its pool's build spread over the steps.'
-    'SFT's cells ran first, while test runs shared the cores for the first half hour; they show 31.1 s per step and
-    550 s of evaluation, against 131–146 s of evaluation for the other methods.'"""
+    """'Online RFT, RLOO and GRPO reach 0.354 in 35–135 s of training after 1,643–3,312 generated tokens; SFT and RFT
+    need 110–182 s. RFT's 22.4 s per step hold its pool's build spread over the steps.'
+    'Evaluations took 96–159 s per run.'"""
     _says(_page("smollm2.md"),
-          "Online RFT, RLOO and GRPO reach 0.354 in 39–103 s of training after 1,643–3,312 generated tokens; SFT and "
-          "RFT need 382–391 s. RFT's 42.9 s per step hold its pool's build spread over the steps.",
-          "SFT's cells ran first, while test runs shared the cores for the first half hour; they show 31.1 s per step "
-          "and 550 s of evaluation, against 131–146 s of evaluation for the other methods.",
-          "0.354 (the base plus half the best gain)")
+          "Online RFT, RLOO and GRPO reach 0.354 in 35–135 s of training after 1,643–3,312 generated tokens; SFT and "
+          "RFT need 110–182 s. RFT's 22.4 s per step hold its pool's build spread over the steps.",
+          "Evaluations took 96–159 s per run.", "0.354 (the base plus half the best gain)")
     m = _csv("smollm2/matched.csv")
     assert "s to 0.354" in m.columns
     sec, tok = _col(m, "s to 0.354"), _col(m, "tokens to 0.354")
-    assert _span([sec[g] for g in ("online_rft", "rloo", "grpo")], "39", "103")
+    assert _span([sec[g] for g in ("online_rft", "rloo", "grpo")], "35", "135")
     assert _span([tok[g] for g in ("online_rft", "rloo", "grpo")], "1,643", "3,312")
-    assert _span([sec[g] for g in ("sft", "rft")], "382", "391")
+    assert _span([sec[g] for g in ("sft", "rft")], "110", "182")
     tm = _csv("smollm2/time.csv").set_index("method")
-    assert _is(_num(tm.loc["rft", "s / step"]), "42.9") and _num(tm.loc["rft", "generate"]) > 0
-    assert _is(_num(tm.loc["sft", "s / step"]), "31.1") and _is(_num(tm.loc["sft", "evaluations (s / run)"]), "550")
-    assert _span([_num(tm.loc[m, "evaluations (s / run)"]) for m in tm.index if m != "sft"], "131", "146")
+    assert _is(_num(tm.loc["rft", "s / step"]), "22.4") and _num(tm.loc["rft", "generate"]) > 0
+    assert _span([_num(tm.loc[m, "evaluations (s / run)"]) for m in tm.index], "96", "159")
 
 
 def test_smollm2_the_seeds_trade():
@@ -1095,14 +1091,15 @@ def test_default_page_the_slipped_base():
           "right on 0.986 of the 146 test problems without a carry and on 0.048 of the 354 with one",
           "(pass@8 0.446 there)",
           "gains nothing separated over it (+0.002 [−0.024, +0.028] greedy, below)",
-          "it lands at 0.256–0.322 on the test problems",
+          "it lands at 0.290–0.322 on the test problems",
+          "The comparison below was made with a patience of 20 evaluations, which never fired: its stage 1 ran to step "
+          "3,000 (`base_curve.csv`), so its base is the one the whole schedule gives.",
           "SFT's best is the grid's largest rate, so its optimum may lie above the grid; at every rate of the grid it "
           "stays within 0.028 of the base on validation (0.298–0.326).",
           "online RFT − RFT is +0.071 [−0.042, +0.184] greedy, not separated",
           "right 0.38 of the time at its start and 0.82 at its end", "(2.06 rollouts per step)",
           "(−0.001 [−0.018, +0.016] greedy, `pairs.csv`)")
-    _says(readme, "at 0.322 greedy and 0.608 pass@8 on test, moved by at most 0.066 by 1e-7 perturbations or a second "
-                  "thread", "on the 354 test problems with one the base is right 0.048 of the time, the RL methods "
+    _says(readme, "at 0.322 greedy and 0.608 pass@8 on test, moved by at most 0.032 by 1e-7 perturbations.", "on the 354 test problems with one the base is right 0.048 of the time, the RL methods "
                             "0.562–0.879")
     curve = pd.read_csv(RESULTS / "default" / "base_curve.csv")
     flat = curve[curve["step"] >= 1250]["accuracy"]
@@ -1127,7 +1124,12 @@ def test_default_page_the_slipped_base():
     assert g.drop("sft")["gain [95% interval]"].map(lambda x: float(x.split()[0])).idxmax() == "ppo"  # "PPO most"
     stab = _csv("base_stability_finished/curves.csv")
     ends = stab.groupby(["variant", "threads"]).tail(1)["eval_accuracy"].astype(float)
-    assert (f"{ends.min():.3f}", f"{ends.max():.3f}", f"{ends.max() - ends.min():.3f}") == ("0.256", "0.322", "0.066")
+    assert (f"{ends.min():.3f}", f"{ends.max():.3f}", f"{ends.max() - ends.min():.3f}") == ("0.290", "0.322", "0.032")
+    import yaml  # "a patience of 20 evaluations, which never fired": the same stage 1 as the default config's but
+    made = yaml.safe_load((RESULTS / "default" / "config.yaml").read_text())["sft_base"]  # for patience, and it ran
+    now = yaml.safe_load((ROOT / "experiments" / "configs" / "default.yaml").read_text())["sft_base"]  # to the cap
+    assert made["patience"] == 20 and all(made[k] == v for k, v in now.items() if k != "patience")
+    assert (curve["stopped_by"] == "steps").all() and curve["steps_trained"].iloc[0] == made["steps"]
     tune = _csv("default/tune.csv")
     sft = tune[tune["method"] == "sft"]
     assert sft[sft["chosen"] == "True"]["lr"].astype(float).iloc[0] == sft["lr"].astype(float).max()
@@ -1141,25 +1143,39 @@ def test_default_page_the_slipped_base():
 
 
 def test_the_slipped_base_under_rounding():
-    """'The weights as built run to the 3,000-step cap on a flat curve and give 0.322, as they do at two threads; the
-    perturbed starts give 0.304, 0.308 and 0.256. The last rose early to a plateau lower on validation (0.23–0.25)
-    and stopped on it: a spread of 0.066, within ±0.033 of its middle, against the 600-correct-demonstration base's
-    0.580 and the levers' 0.078–0.822.'"""
+    """'Stage 1 trains the whole 3,000-step cosine schedule and keeps its best evaluation on the validation problems.
+    The weights as built end on a flat curve and give 0.322, as they do at two threads; the perturbed starts give
+    0.304, 0.308 and 0.290: a spread of 0.032, within ±0.016 of its middle, against the 600-correct-demonstration
+    base's 0.580 and the levers' 0.078–0.822. Each base's pass@8 is 0.552–0.604 (`stability.csv`) ... (0.23–0.25 from
+    step 650 to 2,000) ... (its best, 0.268, at step 2,875). Stopped by a patience of 20 evaluations (500 steps)
+    instead, it stops on that plateau at step 1,150 and gives 0.256, a spread of 0.066 (`git show d203f4f:...`)'"""
     _says((ROOT / "docs" / "results" / "index.md").read_text(),
-          "The weights as built run to the 3,000-step cap on a flat curve and give 0.322, as they do at two threads; "
-          "the perturbed starts give 0.304, 0.308 and 0.256. The last rose early to a plateau lower on validation "
-          "(0.23–0.25) and stopped on it: a spread of 0.066, within ±0.033 of its middle, against the "
-          "600-correct-demonstration base's 0.580 and the levers' 0.078–0.822.")
+          "Stage 1 trains the whole 3,000-step cosine schedule and keeps its best evaluation on the validation "
+          "problems. The weights as built end on a flat curve and give 0.322, as they do at two threads; the perturbed "
+          "starts give 0.304, 0.308 and 0.290: a spread of 0.032, within ±0.016 of its middle, against the "
+          "600-correct-demonstration base's 0.580 and the levers' 0.078–0.822. Each base's pass@8 is 0.552–0.604",
+          "(0.23–0.25 from step 650 to 2,000) and climbs off it only as the rate decays (its best, 0.268, at step "
+          "2,875). Stopped by a patience of 20 evaluations (500 steps) instead, it stops on that plateau at step 1,150 "
+          "and gives 0.256, a spread of 0.066 (`git show d203f4f:results/base_stability_finished/curves.csv`)")
     f = _csv("base_stability_finished/curves.csv")
     ends = f.groupby(["variant", "threads"]).tail(1).set_index(["variant", "threads"])
     acc, step = ends["eval_accuracy"].astype(float), ends["step"].astype(int)
     assert [f"{acc[(v, '1')]:.3f}" for v in ("ref", "perturb-1", "perturb-2", "perturb-3")] == \
-        ["0.322", "0.304", "0.308", "0.256"] and f"{acc[('ref', '2')]:.3f}" == "0.322"
-    assert step[("ref", "1")] == 3000  # "run to the 3,000-step cap"
+        ["0.322", "0.304", "0.308", "0.290"] and f"{acc[('ref', '2')]:.3f}" == "0.322"
+    assert (step == 3000).all()  # "the whole schedule": every variant ends at step 3,000
+    assert f"{acc.max() - acc.min():.3f}" == "0.032" and round((acc.max() - acc.min()) / 2, 3) == 0.016
+    passk = ends["passk"].astype(float)
+    assert (f"{passk.min():.3f}", f"{passk.max():.3f}") == ("0.552", "0.604")
     p3 = f[(f["variant"] == "perturb-3") & (f["train_loss"] != "")]  # its validation curve (the last row: test)
-    late = p3[p3["step"].astype(int) >= 650]["eval_accuracy"].astype(float)
-    assert f"{late.min():.2f}–{late.max():.2f}" == "0.23–0.25"
-    assert round((acc.max() - acc.min()) / 2, 3) == 0.033
+    st, va = p3["step"].astype(int), p3["eval_accuracy"].astype(float)
+    mid = va[(st >= 650) & (st <= 2000)]
+    assert f"{mid.min():.2f}–{mid.max():.2f}" == "0.23–0.25"
+    assert (st[va.idxmax()], f"{va.max():.3f}") == (2875, "0.268")
+    old = _git_csv("d203f4f", "base_stability_finished/curves.csv")  # the same study with patience 20
+    o_ends = old.groupby(["variant", "threads"]).tail(1).set_index(["variant", "threads"])
+    o_acc = o_ends["eval_accuracy"].astype(float)
+    assert (int(o_ends.loc[("perturb-3", "1"), "step"]), f"{o_acc[('perturb-3', '1')]:.3f}") == (1150, "0.256")
+    assert f"{o_acc.max() - o_acc.min():.3f}" == "0.066"
     s = _csv("base_stability_scarce/stability.csv")
     assert set(s["float32 spread"]) >= {"0.580"}
     lv = _csv("base_levers/stability.csv")["float32 spread"].astype(float)
