@@ -55,10 +55,12 @@ def parse_args(argv=None):
     p.add_argument("--levers", action="store_true", help="the lever study (results/base_levers): the finished "
                    "base on 600 correct demonstrations (configs/scarce_demos.yaml) with fewer demonstrations or harder "
                    "problems (LEVERS), each base's pass@8 beside its greedy accuracy, into one --out")
+    p.add_argument("--finished", action="store_true", help="the finished bases (results/base_stability_scarce, "
+                   "results/base_stability_finished): FINISHED's setups, --only picks one, into one --out")
     p.add_argument("--k", type=int, default=0, help="also score each base's pass@k on the test problems (k samples "
                    "per problem; 0: greedy only)")
-    p.add_argument("--quick", action="store_true", help="with --study or --levers: a 40-step smoke version of it")
-    p.add_argument("--only", help="with --study or --levers: only the setups whose label contains this text (e.g. "
+    p.add_argument("--quick", action="store_true", help="with --study, --levers or --finished: a 40-step smoke version")
+    p.add_argument("--only", help="with --study, --levers or --finished: only the setups whose label contains this text (e.g. "
                    "default)")
     p.add_argument("--out", required=True, help="folder of curves.csv (rows are appended, one file per setup)")
     return p.parse_args(argv)
@@ -124,32 +126,38 @@ QUICK_STUDY = ["--sft-steps", "40", "--eval-every", "20", "--variants", "ref,per
 """--study --quick: 40 steps, no target accuracy (a config's target is not reached in 40 steps, and stage 1 refuses a
 base that missed it), so the smoke study finishes from an empty cache."""
 
-STUDY = [  # (label, arguments): a stage 1 stopped by a step count on the steep part of its curve, and the default's
-    ("500 demos, 500 steps, constant lr", ["--set", "task.n_demos=500", "--sft-steps", "500", "--schedule", "constant",
-                                           "--set", "sft_base.target_accuracy=0.0", "--set", "sft_base.ema=0.0",
-                                           "--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
-    ("default: target accuracy, weight average", ["--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
-    ("default: target accuracy, weight average", ["--threads", "2", "--variants", "ref"]),
-    ("finished base: early stopping on validation", [  # 600 correct demonstrations (configs/scarce_demos.yaml)
-        "--config", str(Path(__file__).parent / "configs" / "scarce_demos.yaml"),
-        "--variants", "ref,perturb-1,perturb-2,perturb-3"]),
-    ("finished base: early stopping on validation", [
-        "--config", str(Path(__file__).parent / "configs" / "scarce_demos.yaml"), "--threads", "2", "--variants", "ref"]),
-    ("slipped demonstrations: best validation evaluation of the schedule", [  # the default's base (default.yaml)
-        "--config", str(Path(__file__).parent / "configs" / "default.yaml"), "--k", "8",
-        "--variants", "ref,perturb-1,perturb-2,perturb-3"]),
-    ("slipped demonstrations: best validation evaluation of the schedule", [
-        "--config", str(Path(__file__).parent / "configs" / "default.yaml"), "--k", "8", "--threads", "2",
-        "--variants", "ref"]),
+_CONFIGS = Path(__file__).parent / "configs"
+_MID = ["--config", str(_CONFIGS / "mid_curve_base.yaml")]  # the default when the study was made: the labels keep
+# its name ("default: ..."); configs/mid_curve_base.yaml is that config, stage 1 for stage 1
+STUDY = [  # (label, arguments): a stage 1 stopped by a step count on the steep part of its curve, the mid-curve base
+    ("500 demos, 500 steps, constant lr", [*_MID, "--set", "task.n_demos=500", "--sft-steps", "500", "--schedule",
+                                           "constant", "--set", "sft_base.target_accuracy=0.0", "--set",
+                                           "sft_base.ema=0.0", "--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
+    ("default: target accuracy, weight average", [*_MID, "--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
+    ("default: target accuracy, weight average", [*_MID, "--threads", "2", "--variants", "ref"]),
     *[(f"§5.2 map, {level} level: target {target}", [  # the sweep's levels (configs/sweep_5_2.yaml), the same rule
-        "--config", str(Path(__file__).parent / "configs" / "deepseekmath_5_2.yaml"), "--set", f"task.operands={ops}",
+        "--config", str(_CONFIGS / "deepseekmath_5_2.yaml"), "--set", f"task.operands={ops}",
         "--set", "sft_base.steps=1000", "--set", f"sft_base.target_accuracy={target}", "--set", "sft_base.eval_every=1",
         "--set", "sft_base.ema=0.97", "--set", "train.eval_size=500", "--variants", "ref,perturb-1,perturb-2"])
       for level, ops, target in (("hard", 5, 0.20), ("medium", 4, 0.40), ("easy", 4, 0.70))],
 ]
+"""--study: results/base_stability."""
+
+FINISHED = [  # (label, arguments): finished bases, whose stage 1 keeps its best evaluation on validation problems
+    ("finished base: early stopping on validation", [  # 600 correct demonstrations: results/base_stability_scarce
+        "--config", str(_CONFIGS / "scarce_demos.yaml"), "--variants", "ref,perturb-1,perturb-2,perturb-3"]),
+    ("finished base: early stopping on validation", [
+        "--config", str(_CONFIGS / "scarce_demos.yaml"), "--threads", "2", "--variants", "ref"]),
+    ("slipped demonstrations: best validation evaluation of the schedule", [  # the default's base (default.yaml):
+        "--config", str(_CONFIGS / "default.yaml"), "--k", "8",           # results/base_stability_finished
+        "--variants", "ref,perturb-1,perturb-2,perturb-3"]),
+    ("slipped demonstrations: best validation evaluation of the schedule", [
+        "--config", str(_CONFIGS / "default.yaml"), "--k", "8", "--threads", "2", "--variants", "ref"]),
+]
+"""--finished: each finished base under the same perturbations; --only picks one (reproduce.py runs each apart)."""
 
 
-_FINISHED = str(Path(__file__).parent / "configs" / "scarce_demos.yaml")
+_SCARCE = str(_CONFIGS / "scarce_demos.yaml")
 LEVERS = [  # (label, arguments): the finished base on 600 correct demonstrations (configs/scarce_demos.yaml)
     # with one lever moved, the base's greedy accuracy and pass@8 on the test problems, and under 1e-7 perturbations
     # where the base has room (a base that generalises past 0.8 has none, whatever its spread)
@@ -169,14 +177,16 @@ harder problems are learnt past 0.8 once enough demonstrations teach the algorit
 
 
 def _studies(args):
-    """The setups --study or --levers runs: (label, arguments), --quick's smoke version, --only's filter."""
+    """The setups --study, --levers or --finished runs: (label, arguments), --quick's smoke version, --only's
+    filter."""
     if args.quick:
         return [("quick", QUICK_STUDY + (["--k", "2"] if args.levers else []))]
-    every = [(label, ["--config", _FINISHED, "--k", "8", *extra]) for label, extra in LEVERS] if args.levers \
-        else STUDY
+    every = [(label, ["--config", _SCARCE, "--k", "8", *extra]) for label, extra in LEVERS] if args.levers \
+        else FINISHED if args.finished else STUDY
     chosen = [(label, extra) for label, extra in every if not args.only or args.only in label]
     if not chosen:
-        raise UserError(f"--only {args.only!r} matches no setup; the {'levers' if args.levers else 'study'} has "
+        which = "levers" if args.levers else "finished bases" if args.finished else "study"
+        raise UserError(f"--only {args.only!r} matches no setup; the {which} has "
                         + "; ".join(dict.fromkeys(label for label, _ in every)))
     return chosen
 
@@ -184,7 +194,7 @@ def _studies(args):
 @cli_entry
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.study or args.levers:
+    if args.study or args.levers or args.finished:
         for label, extra in _studies(args):
             main(["--config", args.config, "--out", args.out, "--label", label, *extra])
         return 0

@@ -125,12 +125,12 @@ RECIPES = {
     "base_stability_finished": Recipe(
         "the default's finished SFT base under rounding: its whole schedule, the best evaluation on validation, on "
         "demonstrations with slips, 1e-7 perturbations, 1 and 2 threads, each base's pass@8", "command",
-        command=["experiments/base_stability.py", "--study", "--only", "slipped demonstrations", "--out", "OUT"],
+        command=["experiments/base_stability.py", "--finished", "--only", "slipped demonstrations", "--out", "OUT"],
         keep=["curves.csv", "stability.csv", "headline.md", "stability.png", "env_*.json"]),
     "base_stability_scarce": Recipe(
         "the SFT base finished on 600 correct demonstrations (configs/scarce_demos.yaml) under rounding: early "
         "stopping on validation, 1e-7 perturbations, 1 and 2 threads", "command",
-        command=["experiments/base_stability.py", "--study", "--only", "finished base", "--out", "OUT"],
+        command=["experiments/base_stability.py", "--finished", "--only", "finished base", "--out", "OUT"],
         keep=["curves.csv", "stability.csv", "headline.md", "stability.png", "env_*.json"]),
     "base_levers": Recipe(
         "what was tried for a finished base with room that rounding does not move: the default's stage 1 with fewer "

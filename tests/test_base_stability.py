@@ -1,5 +1,7 @@
 """experiments/base_stability.py: stage 1 trained per variant, the final accuracy's spread per setup, and the
 commit each row was made at."""
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -57,3 +59,17 @@ def test_the_levers_name_their_setups(capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "the levers has fewer demonstrations: 400;" in err and "harder problems: 4 digits, 2000 demos" in err
+
+
+def test_the_study_and_the_finished_bases_are_apart():
+    """reproduce.py base_stability runs --study, whose setups are results/base_stability's (the finished bases have
+    recipes and result folders of their own: --finished --only ...), so that re-making it adds no setup."""
+    committed = set(pd.read_csv(Path(__file__).resolve().parents[1] / "results" / "base_stability" / "stability.csv")
+                    ["setup"])
+    study = base_stability._studies(base_stability.parse_args(["--study", "--out", "x"]))
+    assert {label for label, _ in study} == committed
+    slipped = base_stability._studies(base_stability.parse_args(["--finished", "--only", "slipped", "--out", "x"]))
+    assert len(slipped) == 2 and all(extra[1].endswith("default.yaml") for _, extra in slipped)
+    with pytest.raises(SystemExit) as e:  # the error names the finished bases' setups
+        base_stability.main(["--finished", "--only", "nope", "--out", "unused"])
+    assert e.value.code == 2
