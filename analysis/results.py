@@ -112,9 +112,10 @@ def write_outcomes(tables, path: Path) -> None:
     if not picks:
         return
     keys = ["method", "seed", "problem"]
-    frame = picks[0][0][keys + picks[0][1] + (["k"] if "k" in picks[0][0] and len(picks[0][1]) > 1 else [])]
-    for other, metrics, _, _ in picks[1:]:  # e.g. maj@k / pass@k from the last evaluation, beside greedy re-scored
-        frame = frame.merge(other[keys + metrics + (["k"] if "k" in other else [])], on=keys, how="outer")
+    own = [f[keys + metrics + (["k"] if k and "k" in f else [])] for f, metrics, _, k in picks]  # each its metrics
+    frame = own[0]
+    for other in own[1:]:  # e.g. maj@k / pass@k from the last evaluation, beside greedy re-scored
+        frame = frame.merge(other, on=keys, how="outer")
     base = tables.base_outcomes()
     if base is not None:
         frame = pd.concat([frame, base], ignore_index=True)

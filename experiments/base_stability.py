@@ -59,9 +59,10 @@ def parse_args(argv=None):
                    "results/base_stability_finished): FINISHED's setups, --only picks one, into one --out")
     p.add_argument("--k", type=int, default=0, help="also score each base's pass@k on the test problems (k samples "
                    "per problem; 0: greedy only)")
-    p.add_argument("--quick", action="store_true", help="with --study, --levers or --finished: a 40-step smoke version")
-    p.add_argument("--only", help="with --study, --levers or --finished: only the setups whose label contains this text (e.g. "
-                   "default)")
+    p.add_argument("--quick", action="store_true", help="with --study, --levers or --finished: a 40-step smoke "
+                   "version")
+    p.add_argument("--only", help="with --study, --levers or --finished: only the setups whose label contains this "
+                   "text (e.g. default)")
     p.add_argument("--out", required=True, help="folder of curves.csv (rows are appended, one file per setup)")
     return p.parse_args(argv)
 
@@ -127,14 +128,13 @@ QUICK_STUDY = ["--sft-steps", "40", "--eval-every", "20", "--variants", "ref,per
 base that missed it), so the smoke study finishes from an empty cache."""
 
 _CONFIGS = Path(__file__).parent / "configs"
-_MID = ["--config", str(_CONFIGS / "mid_curve_base.yaml")]  # the default when the study was made: the labels keep
-# its name ("default: ..."); configs/mid_curve_base.yaml is that config, stage 1 for stage 1
-STUDY = [  # (label, arguments): a stage 1 stopped by a step count on the steep part of its curve, the mid-curve base
-    ("500 demos, 500 steps, constant lr", [*_MID, "--set", "task.n_demos=500", "--sft-steps", "500", "--schedule",
-                                           "constant", "--set", "sft_base.target_accuracy=0.0", "--set",
-                                           "sft_base.ema=0.0", "--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
-    ("default: target accuracy, weight average", [*_MID, "--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
-    ("default: target accuracy, weight average", [*_MID, "--threads", "2", "--variants", "ref"]),
+STUDY = [  # (label, arguments): a stage 1 stopped by a step count on the steep part of its curve, and the mid-curve
+    # base (DEFAULT_CONFIG, configs/mid_curve_base.yaml: the default when the study was made; the labels keep "default")
+    ("500 demos, 500 steps, constant lr", ["--set", "task.n_demos=500", "--sft-steps", "500", "--schedule", "constant",
+                                           "--set", "sft_base.target_accuracy=0.0", "--set", "sft_base.ema=0.0",
+                                           "--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
+    ("default: target accuracy, weight average", ["--variants", "ref,perturb-1,perturb-2,perturb-3,float64"]),
+    ("default: target accuracy, weight average", ["--threads", "2", "--variants", "ref"]),
     *[(f"§5.2 map, {level} level: target {target}", [  # the sweep's levels (configs/sweep_5_2.yaml), the same rule
         "--config", str(_CONFIGS / "deepseekmath_5_2.yaml"), "--set", f"task.operands={ops}",
         "--set", "sft_base.steps=1000", "--set", f"sft_base.target_accuracy={target}", "--set", "sft_base.eval_every=1",
