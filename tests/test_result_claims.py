@@ -832,7 +832,7 @@ def test_word_problems_pipeline_what_it_shows():
     results/word_problems_pipeline/ (the SFT stage's files have the prefix sft_stage_)."""
     page = _page("smollm2.md")
     _says(page,
-          "64 steps of worked answers take the chat model from 0.125 to 0.917 greedy on the 48 curve problems (19 min "
+          "64 steps of worked answers take the chat model from 0.125 to 0.917 greedy on the 48 curve problems (11 min "
           "of training)", "that SFT model scores 0.910 on the 200.",
           "**No gain over the SFT model is separated.** On the 200 problems the final models score 0.850–0.915 (DPO "
           "0.385), and no gain is separated by the paired test: continued SFT +0.005 [−0.194, +0.204], GRPO with "
@@ -844,20 +844,20 @@ def test_word_problems_pipeline_what_it_shows():
           "least 0.51 of GRPO's groups are four right answers", "No answer is cut at 128 tokens.",
           "trains on about 18 groups with a reward difference.",
           "`grpo@ds` draws 14.6 prompts a step for its 4 groups (0.75 of the drawn groups have equal rewards; 0.21 of "
-          "those it trains on", "generates 3.7× GRPO's tokens (42,559 against 11,626) and trains 2.2× as long (818 s "
-          "against 379 s; 51.1 s a step, 36.0 s of it generating)",
+          "those it trains on", "generates 3.7× GRPO's tokens (42,559 against 11,626) and trains 2.2× as long (623 s "
+          "against 280 s; 38.9 s a step, 29.0 s of it generating)",
           "(0.907 ± 0.032 on the 200, the narrowest interval of the table), and it beats RFT (+0.050 [+0.010, +0.090]).",
           "During training GRPO's samples go from 0.79 to 0.84 right, online RFT's to 0.85, and RLOO's stay at 0.79, "
           "while their greedy accuracy on the 32 curve problems changes by −0.031 to +0.000",
           "**Two seeds detect differences of 0.222** (median over pairs); 8 seeds or 800 problems would halve that.",
-          "the eight methods' 16 cells 289–1,237 s of training each (PPO's the longest, 77.3 s a step against GRPO's "
-          "23.7 s), and the 17 models' re-scoring")
+          "the eight methods' 16 cells about 62 min (188–1,167 s of training each; PPO's the longest, 72.9 s a step "
+          "against GRPO's 17.5 s), and the 17 models' re-scoring")
     summary = _csv("word_problems_pipeline/summary.csv")
     assert len(summary) == 16 and len(summary) + 1 == 17  # the final models and the SFT model
     stage = _wpp("sft_stage_table.csv")
     assert _is(_num(stage.loc["base model (step 0)", "accuracy"]), "0.125") and _is(_num(stage.loc["sft", "accuracy"]),
                                                                                     "0.917")
-    assert _is(_num(stage.loc["sft", "train time (s)"]) / 60, "19")
+    assert _is(_num(stage.loc["sft", "train time (s)"]) / 60, "11")
     t = _wpp("table.csv")
     wide = {m: _pm(t.loc[m, "accuracy, 200 problems"]) for m in t.index if m != "base model (step 0)"}
     assert _span([v[0] for m, v in wide.items() if m != "dpo"], "0.850", "0.915") and _is(wide["dpo"][0], "0.385")
@@ -886,11 +886,11 @@ def test_word_problems_pipeline_what_it_shows():
     tok = {m: _pm(t.loc[m, "generated tokens"])[0] for m in ("grpo", "grpo@ds")}
     assert _is(tok["grpo@ds"], "42,559") and _is(tok["grpo"], "11,626") and _is(tok["grpo@ds"] / tok["grpo"], "3.7")
     sec = {m: _pm(t.loc[m, "train time (s)"])[0] for m in t.index if m != "base model (step 0)"}
-    assert _is(sec["grpo@ds"], "818") and _is(sec["grpo"], "379") and _is(sec["grpo@ds"] / sec["grpo"], "2.2")
-    assert _span(sec.values(), "289", "1,237") and max(sec, key=sec.get) == "ppo"
+    assert _is(sec["grpo@ds"], "623") and _is(sec["grpo"], "280") and _is(sec["grpo@ds"] / sec["grpo"], "2.2")
+    assert _span(sec.values(), "188", "1,167") and max(sec, key=sec.get) == "ppo"
     tm = _wpp("time.csv")
-    assert _is(_num(tm.loc["grpo@ds", "s / step"]), "51.1") and _is(_num(tm.loc["grpo@ds", "generate"]), "36.0")
-    assert _is(_num(tm.loc["ppo", "s / step"]), "77.3") and _is(_num(tm.loc["grpo", "s / step"]), "23.7")
+    assert _is(_num(tm.loc["grpo@ds", "s / step"]), "38.9") and _is(_num(tm.loc["grpo@ds", "generate"]), "29.0")
+    assert _is(_num(tm.loc["ppo", "s / step"]), "72.9") and _is(_num(tm.loc["grpo", "s / step"]), "17.5")
     pairs = _csv("word_problems_pipeline/pairs.csv").set_index(["comparison", "metric"])
     assert pairs.loc[("rft − grpo@ds", "greedy"), "Δ [95% interval]"] == "-0.050 [-0.090, -0.010]"
     d = _csv("word_problems_pipeline/design.csv").set_index("metric")
