@@ -22,6 +22,23 @@ TINY = {"task": {"operands": 2, "digits": 1, "n_demos": 60, "n_heldout": 40},
         "train": {"eval_size": 40}}
 
 
+def _a_line_every_step(monkeypatch):
+    """Plain progress lines after every step, from the loop instead of the timer: what each step would show, whatever
+    the machine's speed (a 30-step tiny stage 1 can end before a timer beat, and then prints nothing)."""
+    from gcframe.tracking import progress
+
+    class EveryStep(progress.PlainProgress):
+        def _beat(self) -> None:
+            pass
+
+        def update(self, n: int = 1) -> None:
+            super().update(n)
+            self._line(done=False)
+
+    monkeypatch.setattr(progress, "PlainProgress", EveryStep)
+    monkeypatch.setattr(progress, "ENABLED", True)
+
+
 def _config(**sft):
     raw = yaml.safe_load(yaml.safe_dump(TINY))
     raw["sft_base"].update(sft)
@@ -29,10 +46,8 @@ def _config(**sft):
 
 
 def test_stage1_stops_at_its_target_and_the_base_is_the_average(tmp_path, monkeypatch, capsys):
-    from gcframe.tracking import progress
-
     monkeypatch.setenv("GCFRAME_CACHE", str(tmp_path))
-    monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.2)
+    _a_line_every_step(monkeypatch)
     cfg, task = _config(target_accuracy=0.3)
     d, info = sft_base(cfg, task, Accelerator(cpu=True))
     run = info["stage1"]
@@ -49,14 +64,12 @@ def test_stage1_stops_at_its_target_and_the_base_is_the_average(tmp_path, monkey
 def test_progress_never_shows_an_accuracy_it_did_not_measure(tmp_path, monkeypatch, capsys):
     """Before the first evaluation the line has the training loss and no accuracy; after it, the accuracy and the
     step it was measured at."""
-    from gcframe.tracking import progress
-
     monkeypatch.setenv("GCFRAME_CACHE", str(tmp_path))
-    monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.2)
+    _a_line_every_step(monkeypatch)
     cfg, task = _config(steps=30, eval_every=20)
     sft_base(cfg, task, Accelerator(cpu=True))
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("stage 1 (SFT base):")]
-    assert lines and all("loss=" in ln for ln in lines)
+    assert len(lines) == 30 + 1 and all("loss=" in ln for ln in lines)  # one a step, and the closing line
     for ln in lines:
         n = int(ln.split(": ")[1].split("/")[0])
         assert ("acc=" in ln) == (n >= 20), ln
