@@ -221,11 +221,17 @@ def _on_grid(ev: pd.DataFrame, x: str, y: str, n: int = 40) -> pd.DataFrame:
 
 
 def fig_learning_curves(runs: Runs, path: Path) -> Path:
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    """Accuracy against steps, generated tokens and wall time; without the tokens panel where no run samples any
+    (an SFT stage alone): an empty panel would say nothing, and summary.md says why it is missing."""
     ev = runs.eval
-    panels = [("step", "training step", ev), ("gen_tokens", "generated tokens (policy samples)",
-                                               _on_grid(ev, "gen_tokens", "eval_accuracy")),
+    tokens = _on_grid(ev, "gen_tokens", "eval_accuracy")
+    panels = [("step", "training step", ev), ("gen_tokens", "generated tokens (policy samples)", tokens),
               ("time_s", "training wall time (s)", _on_grid(ev, "time_s", "eval_accuracy"))]
+    if tokens.empty:
+        panels.pop(1)
+        runs.notes.append("learning_curves.png: no generated-tokens panel: no run samples tokens while training "
+                          "(offline data)")
+    fig, axes = plt.subplots(1, len(panels), figsize=(14 * len(panels) / 3, 3.8))
     for ax, (x, label, data) in zip(axes, panels):
         if len(data):
             sns.lineplot(data=data, x=x, y="eval_accuracy", hue="method", palette=runs.palette, ax=ax,

@@ -15,17 +15,17 @@ from analysis import report
 from analysis.runs import Runs
 
 
-def _write_run(out, method: str, seed: int, kl: bool = True, steps: int = 20):
+def _write_run(out, method: str, seed: int, kl: bool = True, steps: int = 20, sampled: bool = True):
     d = out / method / f"seed{seed}"
     d.mkdir(parents=True)
     rows = [{"step": 0, "eval_accuracy": 0.5, "gen_tokens": 0, "time_s": 0.0, "eval_kl_ref": 0.0}]
     for s in range(steps):
-        row = {"step": s, "loss": 0.1, "reward_mean": 0.5 + 0.2 * (s % 2), "gen_tokens": 100 * (s + 1),
+        row = {"step": s, "loss": 0.1, "reward_mean": 0.5 + 0.2 * (s % 2), "gen_tokens": 100 * (s + 1) * sampled,
                "time_s": 1.0 * (s + 1)}  # the reward zig-zags step to step, as a batch mean does
         if kl:
             row["kl_ref"] = 0.001 * s
         rows.append(row)
-    rows.append({"step": steps, "eval_accuracy": 0.6 + 0.01 * seed, "gen_tokens": 100 * steps,
+    rows.append({"step": steps, "eval_accuracy": 0.6 + 0.01 * seed, "gen_tokens": 100 * steps * sampled,
                  "time_s": 1.0 * steps, "eval_kl_ref": 0.02})
     (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (d / "config.yaml").write_text(yaml.safe_dump({"method": method, "seed": seed, "train": {"eval_k": 4}}))
@@ -104,3 +104,18 @@ def test_the_saved_figure_includes_the_legend_under_the_panels(runs, tmp_path):
     path = report.fig_learning_curves(runs, tmp_path / "curves.png")
     height = plt.imread(path).shape[0]
     assert height > 3.8 * report.DPI  # the figure is 3.8 in tall: the legend below adds to it, not cut off
+
+
+def test_no_empty_tokens_panel_where_no_run_samples(tmp_path, drawn):
+    """An SFT stage alone generates no tokens: the learning curves have two panels (steps, wall time), not an empty
+    third, and the summary's notes say why; with one sampling method beside it, the tokens panel is back."""
+    out = tmp_path / "out"
+    _write_run(out, "sft", 0, kl=False, sampled=False)
+    runs = Runs(out)
+    report.fig_learning_curves(runs, tmp_path / "curves.png")
+    assert [ax.get_xlabel() for ax in drawn[0].axes] == ["training step", "training wall time (s)"]
+    assert runs.notes == ["learning_curves.png: no generated-tokens panel: no run samples tokens while training "
+                          "(offline data)"]
+    _write_run(out, "grpo", 0)
+    report.fig_learning_curves(Runs(out), tmp_path / "curves.png")
+    assert drawn[1].axes[1].get_xlabel() == "generated tokens (policy samples)" and len(drawn[1].axes) == 3
