@@ -221,7 +221,7 @@ def train_cell(sweep: dict, level: dict, method: str, seed: int, run_dir: Path, 
     from gcframe.trainer import Trainer
 
     name, run_cfg = run_config(level["cfg"], method, seed)
-    if checkpoint.finished(run_dir, run_cfg.train.steps) is not None:
+    if checkpoint.finished(run_dir, run_cfg.train.steps, model=False) is not None:
         shutil.rmtree(run_dir)  # trained but killed before its final_k evaluation: the policy is gone
     t0 = time.time()
     trainer = Trainer(run_cfg, name, run_dir, level["base_dir"], level["task"], acc, show_progress=show)

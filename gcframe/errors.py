@@ -1,8 +1,10 @@
 """User-facing errors: bad input becomes one line on stderr and exit status 2, never a traceback."""
 from __future__ import annotations
 
+import errno
 import functools
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -25,6 +27,12 @@ def cli_entry(main):
         except KeyboardInterrupt:  # Ctrl-C where the command has nothing more specific to say: no traceback
             print("interrupted", file=sys.stderr)
             sys.exit(130)
+        except OSError as e:  # a write the disk had no room for, where no caller said more: one line, no traceback
+            if not disk_full(e):
+                raise
+            print(f"error: {disk_full_line(e.filename or '.', 'a file')}, then run the command again (a compare.py "
+                  "run continues with --resume OUT)", file=sys.stderr)
+            sys.exit(2)
 
     return wrapper
 
@@ -42,3 +50,24 @@ def check_writable(folder, fix: str, below: bool = False) -> None:
     for p in paths:
         if not p.is_symlink() and not os.access(p, os.W_OK | (os.X_OK if p.is_dir() else 0)):
             raise UserError(f"'{p}' is read-only (no write permission, or a read-only filesystem): {fix}")
+
+
+def disk_full(e: BaseException) -> bool:
+    """Whether a failed write failed for want of room: an OSError ENOSPC (or EDQUOT, a quota), or safetensors'
+    SafetensorError, which is no OSError and carries the OS error only in its text ("... No space left on device
+    (os error 28)")."""
+    if isinstance(e, OSError):
+        return e.errno in (errno.ENOSPC, errno.EDQUOT)
+    return any(s in str(e) for s in (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT)))
+
+
+def disk_full_line(path, what: str) -> str:
+    """The refusal of a write that found its disk full: the disk (the mount point holding `path`) and the room left
+    on it, what was being written where, and the fix."""
+    path = Path(path).absolute()
+    disk = next((p for p in (path, *path.parents) if p.exists() and os.path.ismount(p)), Path("/"))
+    try:
+        free = f"{shutil.disk_usage(disk).free / 2**20:.1f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    return f"the disk at {disk} is full ({free}) while {what} was written to '{path}': free space on it"

@@ -187,8 +187,53 @@ def test_truncate_logs_keeps_rows_up_to_the_checkpoint(tmp_path):
 def test_finished_reads_the_final_evaluation_row(tmp_path):
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 4, "eval_accuracy": 0.5, "time_s": 1.0,
                                                         "gen_tokens": 9}) + "\n")
+    assert checkpoint.finished(tmp_path, 4) is None  # the last row alone: no final model yet
+    assert checkpoint.finished(tmp_path, 4, model=False) is not None
+    (tmp_path / "final").mkdir()
     assert checkpoint.finished(tmp_path, 4) == {"final_accuracy": 0.5, "time_s": 1.0, "gen_tokens": 9, "steps": 4}
     assert checkpoint.finished(tmp_path, 8) is None
+
+
+# Runs compare.py on a disk that fills up as the final model is written: safetensors fails as it does on a full tmpfs
+# (`mount -t tmpfs -o size=400k`: SafetensorError, which is no OSError, with the OS error in its text).
+DISK_FULL = """
+import runpy, sys
+import transformers.modeling_utils as mu
+from safetensors import SafetensorError
+save = mu.safe_save_file
+def full(tensors, filename, **k):
+    if "/final.tmp" in str(filename):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+    return save(tensors, filename, **k)
+mu.safe_save_file = full
+sys.argv[0] = {compare!r}
+runpy.run_path({compare!r}, run_name="__main__")
+"""
+
+
+def test_a_full_disk_at_the_final_model_is_one_line_and_resume_finishes_the_run(tmp_path):
+    """The final model cannot be written: one line naming the disk, exit 2, no final.tmp<pid> left; the run is not
+    finished though metrics.jsonl has its last row, and --resume trains it again from its checkpoint and writes it."""
+    cfg = write_config(tmp_path / "tiny.yaml")
+    full, out = tmp_path / "full.py", tmp_path / "out"
+    full.write_text(DISK_FULL.format(compare=str(COMPARE)))
+    failed = run_cli("--config", cfg, "--methods", "sft", "--seeds", "0", "--no-progress", "--out", out, script=full)
+    assert failed.returncode == 2 and failed.stderr.count("\n") == 1 and "Traceback" not in failed.stderr, \
+        failed.stderr
+    assert "error: the disk at / is full (" in failed.stderr and "while the final model was written to" in \
+        failed.stderr and f"continue with: python experiments/compare.py --resume {out}" in failed.stderr
+    run = out / "sft" / "seed0"
+    assert sorted(p.name for p in run.glob("final*")) == []  # neither final/ nor final.tmp<pid>
+    assert checkpoint.finished(run, 4, model=False) is not None  # its last evaluation row was logged ...
+    assert checkpoint.finished(run, 4) is None  # ... yet it is not finished
+    assert checkpoint.latest(run).name == "step-000002"  # kept for the resume
+    logged = rows_without_timing(run / "metrics.jsonl")
+
+    resumed = run_cli("--resume", out, "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (run / "final" / "model.safetensors").is_file() and not (run / "checkpoints").exists()
+    assert rows_without_timing(run / "metrics.jsonl") == logged  # steps 2-3 trained again, the same rows
+    assert (out / "summary.csv").read_text().count("\n") == 2  # header + the run
 
 
 def torchrun(script: Path, *args: str) -> list[str]:

@@ -125,10 +125,15 @@ def check_resumable(run_dir: str | Path) -> None:
         raise UserError(damaged_line(run_dir, bad))
 
 
-def finished(run_dir: str | Path, steps: int) -> dict | None:
-    """The result of a run that logged its final evaluation (`Trainer.fit`'s summary), or None."""
+def finished(run_dir: str | Path, steps: int, model: bool = True) -> dict | None:
+    """The result of a finished run (`Trainer.fit`'s summary), or None. Finished: it logged its final evaluation
+    and (`model`) its final model is on disk (RUN/final, which `final_model.save` renames into place when complete):
+    a run whose final model could not be written (a full disk) is not finished, and --resume completes it.
+    `model=False` for runs that keep no final model (experiments/sweep_5_2.py's cells)."""
     from gcframe.tracking.log import read_jsonl
 
+    if model and not (Path(run_dir) / "final").is_dir():  # final_model.FINAL (that module imports this one)
+        return None
     path = Path(run_dir) / "metrics.jsonl"
     rows = read_jsonl(path) if path.exists() else []
     final = [r for r in rows if "eval_accuracy" in r and r.get("step") == steps]

@@ -7,7 +7,9 @@
                  which names the base the adapter belongs to and how to merge it into a plain model
 
 Checkpoints (RUN/checkpoints/, only for resuming an interrupted run) are removed once the final model is written,
-unless `train.keep_checkpoints` is true. Only the main process writes; every process must call `finish`.
+unless `train.keep_checkpoints` is true. A run is finished only once RUN/final is there (`checkpoint.finished`): a
+final model that could not be written (a full disk: one line naming the disk, its temporary folder removed) leaves
+the checkpoints, and --resume trains the run again from the last one and writes it. Only the main process writes; every process must call `finish`.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import os
 import shutil
 from pathlib import Path
 
+from gcframe.errors import UserError, disk_full, disk_full_line
 from gcframe.tracking.checkpoint import SUBDIR
 from gcframe.tracking.log import publish_dir
 
@@ -50,12 +53,18 @@ def save(model, tokenizer, final: str | Path, base_dir, state_dict=None) -> Path
     final = Path(final)
     tmp = final.with_name(final.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, state_dict=state_dict)  # a PeftModel writes only its adapter
-    with_prompt_bos(tokenizer).save_pretrained(tmp)  # tok(text) adds the <bos> training opened prompts with
-    weights_like_config(tmp)  # not safetensors' 0600
-    if is_lora(model):
-        base = Path(base_dir).resolve() if base_dir and Path(base_dir).exists() else base_dir
-        (tmp / "MERGE.md").write_text(MERGE_NOTE.format(base=base, final=final.resolve()))
+    try:
+        model.save_pretrained(tmp, state_dict=state_dict)  # a PeftModel writes only its adapter
+        with_prompt_bos(tokenizer).save_pretrained(tmp)  # tok(text) adds the <bos> training opened prompts with
+        weights_like_config(tmp)  # not safetensors' 0600
+        if is_lora(model):
+            base = Path(base_dir).resolve() if base_dir and Path(base_dir).exists() else base_dir
+            (tmp / "MERGE.md").write_text(MERGE_NOTE.format(base=base, final=final.resolve()))
+    except Exception as e:  # noqa: BLE001: whatever stopped the write, no half-written folder stays behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        if disk_full(e):  # (safetensors' SafetensorError is no OSError): one line; the run is not finished
+            raise UserError(disk_full_line(final, "the final model")) from None
+        raise
     shutil.rmtree(final, ignore_errors=True)  # a resumed run writes it again
     publish_dir(tmp, final)
     return final
