@@ -86,9 +86,10 @@ class Context:
         return [dict(zip(cols, values)) for values in zip(*cols.values())]
 
     # -- data sources ------------------------------------------------------------------------------------
-    def demonstrations(self, n: int) -> Batch:
-        """n (global) demonstrations from the limited SFT set, GC-ready."""
-        rows = self.draw(self.task.demos, n, "demos")
+    def demonstrations(self, n: int, demos=None) -> Batch:
+        """n (global) demonstrations from the limited SFT set (`demos`: a method's own set of the same columns, e.g.
+        the ones the checker accepts), GC-ready."""
+        rows = self.draw(self.task.demos if demos is None else demos, n, "demos")
         return make_batch(self.tok, [r["prompt"] for r in rows], [r["completion"] for r in rows],
                           texts=[dict(r) for r in rows])
 

@@ -2,6 +2,8 @@
 installed packages (entry-point group `gcframe.methods`); a user's own file comes in through gcframe.plugins."""
 from methods.base import REGISTRY, Method, MethodConfig, get_method, register  # noqa: F401
 from methods import sft  # noqa: F401  (registration order = the order --list-methods prints)
+from methods import sft_filtered  # noqa: F401
+from methods import sft_clean  # noqa: F401
 from methods import rft  # noqa: F401
 from methods import online_rft  # noqa: F401
 from methods import ppo  # noqa: F401

@@ -22,6 +22,10 @@ def _sft(method, batch, logp):
     return _mean_as_written(ce, batch.completion_mask, method.cfg.aggregation)
 
 
+textbook("sft_filtered")(_sft)  # the same cross-entropy on the checker-accepted demonstrations
+textbook("sft_clean")(_sft)  # ... and on as many exact ones
+
+
 @textbook("ppo")
 def _ppo(method, batch, logp):
     """Schulman et al. 2017 eq. 7: −L^CLIP = −min(r·A, clip(r, 1−ε, 1+ε)·A), no KL term (it is in the reward)."""
