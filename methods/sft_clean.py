@@ -10,8 +10,8 @@ from methods.sft_filtered import SFTFiltered, accepted_demos
 @register("sft_clean")
 class SFTClean(SFTFiltered):
     """Data: n demonstrations written by an exact annotator (no slip, no noise), n being how many of the task's
-    demonstrations the checker accepts (sft_filtered's set). Arithmetic: the task's `exact_demos(n)`, the first n of
-    the demonstrations' problems (a uniform draw from the training problems) with their true partial sums. A task
+    demonstrations the checker accepts (sft_filtered's set). Arithmetic: the task's `exact_demos(n)`, training
+    problems no demonstration uses (never a validation or test problem) with their true partial sums. A task
     without an annotator model of its own (gsm8k, word_problems, dataset): the first n demonstrations as the data
     holds them, when task.demo_noise adds no wrong answers. One step uses B·G of them (the equal budget). Every step
     logs `demos_accepted` (= n)."""

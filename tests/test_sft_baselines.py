@@ -51,18 +51,27 @@ def test_sft_filtered_on_a_slipping_annotator_and_its_count():
     assert method.pop_stats() == {"demos_accepted": float(len(right))}  # the count, logged every step
 
 
-def test_sft_clean_has_as_many_exact_demonstrations_of_training_problems():
+def test_sft_clean_has_as_many_exact_demonstrations_of_new_training_problems():
     task = build_task(TaskConfig(n_demos=400, n_heldout=100, demo_slip=0.8, n_validation=100))
     n = len(accepted_demos(task, "sft_filtered"))
     method = REGISTRY["sft_clean"](REGISTRY["sft_clean"].Config(), _stub_ctx(task))
     demos = method.demos
     assert len(demos) == n
     assert all(int(c) == _true_sum(p) for p, c in zip(demos["prompt"], demos["completion"]))  # all clean
-    assert demos["prompt"] == task.demos["prompt"][:n]  # training problems: the demonstrations' first n
+    assert demos["prompt"] == task.prompts["prompt"][400:400 + n]  # RL prompts: the training split
+    assert not set(demos["prompt"]) & set(task.demos["prompt"])  # new problems: no demonstration's
     assert not set(demos["prompt"]) & (set(task.validation["prompt"]) | set(task.heldout["prompt"]))
-    wrong = [p for p, c in zip(task.demos["prompt"][:n], task.demos["completion"][:n]) if int(c) != _true_sum(p)]
-    assert wrong  # ... which the annotator wrote wrong in part: the exact annotator did not copy them
     assert method.collect(0)[0] == 6 and method.pop_stats() == {"demos_accepted": float(n)}
+
+
+def test_sft_clean_on_a_small_problem_space_fills_from_the_demonstrations_problems():
+    # 1 digit, 2 operands: 100 problems; 16 test, 84 training of which 64 are demonstrations: 20 new problems, and
+    # the checker accepts all 64 (no slip, no noise), so 20 new + the first 44 demonstration problems
+    task = build_task(TaskConfig(digits=1, n_demos=64, n_heldout=16))
+    demos = REGISTRY["sft_clean"].demo_set(task)
+    assert demos["prompt"] == task.prompts["prompt"][64:84] + task.demos["prompt"][:44]
+    assert all(int(c) == _true_sum(p) for p, c in zip(demos["prompt"], demos["completion"]))
+    assert not set(demos["prompt"]) & set(task.heldout["prompt"])
 
 
 def test_none_accepted_is_refused_in_process():

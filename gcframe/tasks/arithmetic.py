@@ -50,8 +50,8 @@ class ArithmeticTask:
 
         self.heldout = self._dataset(heldout)
         self.prompts = self._dataset(train)
-        self.demo_indices = train[: cfg.n_demos]  # the demonstrations' problems, in order (`exact_demos`)
-        self.demos = self._demo_dataset(self.demo_indices, random.Random(f"noise-{cfg.seed}"),
+        self.train_indices = train  # the training problems in `.prompts`' order, demonstrations first (`exact_demos`)
+        self.demos = self._demo_dataset(train[: cfg.n_demos], random.Random(f"noise-{cfg.seed}"),
                                         random.Random(f"slip-{cfg.seed}"))
         # Partial sums grow with every operand, so all-max operands give the longest gold completion.
         self.longest_completion = self.completion([self.base - 1] * cfg.operands)
@@ -152,13 +152,17 @@ class ArithmeticTask:
         return datasets.Dataset.from_dict(rows)
 
     def exact_demos(self, n: int) -> datasets.Dataset:
-        """n demonstrations written by an exact annotator (no task.demo_slip, no task.demo_noise): the first n of the
-        demonstrations' problems, a uniform draw from the training problems (never a validation or test problem)
-        with their true partial sums. The clean counterpart of `.demos` for a baseline of equal count (sft_clean)."""
-        if not 0 <= n <= len(self.demo_indices):
-            raise UserError(f"asked for {n} exact demonstrations of the task's {len(self.demo_indices)} "
-                            "demonstration problems; raise task.n_demos")
-        return datasets.Dataset.from_dict(self._rows(self.demo_indices[:n]))
+        """n demonstrations written by an exact annotator (no task.demo_slip, no task.demo_noise), with their true
+        partial sums, of training problems drawn as the demonstrations' are: first those no demonstration uses (the RL
+        prompts after the demonstrations' problems; the validation problems are cut from the end of `.prompts`), then,
+        where the training split has too few of them, the demonstrations' own problems. Never a validation or test
+        problem. The clean counterpart of `.demos` for a baseline of equal count (sft_clean)."""
+        n_demos = self.cfg.n_demos
+        order = self.train_indices[n_demos:len(self.prompts)] + self.train_indices[:n_demos]
+        if not 0 <= n <= len(order):
+            raise UserError(f"asked for {n} exact demonstrations of the task's {len(order)} training problems; "
+                            "lower task.n_validation or raise task.digits")
+        return datasets.Dataset.from_dict(self._rows(order[:n]))
 
     def extract_answer(self, completion: str) -> str | None:
         """The answer a completion gives: its last ';' field (plain), the last number of free text (chat)."""
