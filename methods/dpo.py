@@ -10,10 +10,14 @@ Normaliser: with the default aggregation "seq-mean-token-sum" over N = 2P sequen
 Σ_pairs(−log σ(β(Δ⁺ − Δ⁻))) / (2P), i.e. the pair-mean DPO loss divided by 2 (the learning rate absorbs it);
 gcframe.verify's textbook loss uses the same normaliser explicitly. token-mean and seq-mean-token-sum-norm rescale
 it (by 2P/Σ|o| and 1/L_max); seq-mean-token-mean weights each sequence by 1/|o| and is then not the DPO gradient.
+
+The pair helpers below (`pair_index`, `sides`, `per_row`) and the data source `PreferencePairs` are shared by the
+other pairwise losses (ipo, simpo, orpo, online_dpo).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -24,12 +28,40 @@ from gcframe.rewards.preferences import PreferenceOptions, load_or_build, pair_b
 from methods.base import Method, MethodConfig, register
 
 
+def pair_index(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """(pair [N]: which pair row i belongs to, 0..P−1; chosen [N]: 1 on o⁺, 0 on o⁻), after checking that every
+    group is one chosen and one rejected sequence."""
+    chosen = batch.data["is_chosen"]  # [N]
+    _, pair, counts = torch.unique(batch.group_ids, return_inverse=True, return_counts=True)  # pair of row i
+    n_chosen = torch.zeros_like(counts, dtype=chosen.dtype).index_add_(0, pair, chosen)
+    if not (bool((counts == 2).all()) and bool((n_chosen == 1).all())):
+        raise ValueError("preference pairs: every group must be one chosen and one rejected sequence")
+    return pair, chosen
+
+
+def sides(x: torch.Tensor, pair: torch.Tensor, chosen: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A per-sequence quantity x [N] -> (x⁺ [P], x⁻ [P]): its value on each pair's o⁺ and o⁻."""
+    pos = torch.zeros(int(pair.max()) + 1, dtype=x.dtype, device=x.device).index_add_(0, pair, x * chosen)
+    neg = torch.zeros_like(pos).index_add_(0, pair, x * (1 - chosen))
+    return pos, neg
+
+
+def per_row(w_pos: torch.Tensor, w_neg: torch.Tensor, pair: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+    """Per-pair coefficients (on o⁺ [P], on o⁻ [P]) -> one per sequence [N]."""
+    return chosen * w_pos[pair] + (1 - chosen) * w_neg[pair]
+
+
+def seq_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Σ_t x_{i,t} over each completion's tokens: [N, T] -> [N]."""
+    return (x * mask).sum(-1)
+
+
 @dataclass
-class DPOConfig(MethodConfig):
+class PreferenceConfig(MethodConfig):
+    """The options of a method trained on the offline preference set (dpo, ipo, simpo, orpo, kto)."""
+
     aggregation: str = "seq-mean-token-sum"
-    """seq-mean-token-sum makes the engine loss the DPO loss (Δ sums log-ratios over a sequence's tokens)."""
-    beta: float = 0.1
-    """β: strength of the implicit KL anchor to π_ref; the implicit reward is β·Δ (Rafailov et al. eq. 7)."""
+    """seq-mean-token-sum: the engine loss is the pair loss summed over pairs / 2P (the pair mean / 2, see above)."""
     label_noise: float | None = None
     """Annotator label-swap probability of the preference set; None = reward_model.label_noise (shared set)."""
     pairs: int | None = None
@@ -37,29 +69,43 @@ class DPOConfig(MethodConfig):
     samples_per_prompt: int | None = None
     """SFT-base samples per prompt when building the set; None = reward_model.samples_per_prompt."""
 
+    method: ClassVar[str] = "dpo"  # the name error messages give (methods.<method>.<option>)
+
     def validate(self) -> None:
         super().validate()
-        if not self.beta > 0:
-            raise UserError(f"methods.dpo.beta must be > 0, got {self.beta}")
         if self.label_noise is not None and not (isinstance(self.label_noise, (int, float))
                                                  and 0.0 <= self.label_noise <= 1.0):
-            raise UserError(f"methods.dpo.label_noise must be a probability in [0, 1], got {self.label_noise!r}")
+            raise UserError(f"methods.{self.method}.label_noise must be a probability in [0, 1], "
+                            f"got {self.label_noise!r}")
         for key, low in (("pairs", 1), ("samples_per_prompt", 2)):
             v = getattr(self, key)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < low):
-                raise UserError(f"methods.dpo.{key} must be an integer >= {low}, got {v!r}")
+                raise UserError(f"methods.{self.method}.{key} must be an integer >= {low}, got {v!r}")
+
+    def positive(self, *keys: str) -> None:
+        """A one-line UserError for the first option among `keys` that is not > 0."""
+        for key in keys:
+            if not getattr(self, key) > 0:
+                raise UserError(f"methods.{self.method}.{key} must be > 0, got {getattr(self, key)}")
 
 
-@register("dpo")
-class DPO(Method):
-    """Offline pairs from the SFT base's preference set; reference π_ref = the SFT base."""
+@dataclass
+class DPOConfig(PreferenceConfig):
+    beta: float = 0.1
+    """β: strength of the implicit KL anchor to π_ref; the implicit reward is β·Δ (Rafailov et al. eq. 7)."""
+
+    def validate(self) -> None:
+        super().validate()
+        self.positive("beta")
+
+
+class PreferencePairs(Method):
+    """Data source: P = B·G/2 pairs per step from the SFT base's offline preference set (`pair_batch`)."""
 
     rollout_groups = False
+    Config = PreferenceConfig
 
-    Config = DPOConfig
-    uses_reference = True
-
-    def __init__(self, cfg: DPOConfig, ctx):
+    def __init__(self, cfg: PreferenceConfig, ctx):
         super().__init__(cfg, ctx)
         opts = PreferenceOptions.of(ctx.cfg, label_noise=cfg.label_noise, pairs=cfg.pairs,
                                     samples_per_prompt=cfg.samples_per_prompt)
@@ -69,10 +115,18 @@ class DPO(Method):
         t = ctx.cfg.train
         self.n_pairs = t.prompts_per_step * t.group_size // 2  # P = B·G/2 (one fewer sequence if B·G is odd)
         if self.n_pairs < 1:
-            raise UserError("dpo needs train.prompts_per_step · train.group_size >= 2 (one pair per step)")
+            raise UserError(f"{self.name} needs train.prompts_per_step · train.group_size >= 2 (one pair per step)")
 
     def collect(self, step: int) -> Batch:
         return pair_batch(self.ctx.tok, self.ctx.draw(self.pairs, self.n_pairs, "pairs"))  # 2P sequences
+
+
+@register("dpo")
+class DPO(PreferencePairs):
+    """Offline pairs from the SFT base's preference set; reference π_ref = the SFT base."""
+
+    Config = DPOConfig
+    uses_reference = True
 
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
         """GC = +β·σ(β(Δ⁻ − Δ⁺)) on every o⁺ token, −β·σ(β(Δ⁻ − Δ⁺)) on every o⁻ token (Rafailov et al. 2023,
@@ -80,17 +134,10 @@ class DPO(Method):
         z = β(Δ⁺ − Δ⁻), and ∂Δ/∂log π_θ(o_t) = 1 on every token, so the coefficient is constant over a sequence.
         """
         mask = batch.completion_mask  # [N, T]
-        delta = ((logp.detach() - batch.data["ref_logp"]) * mask).sum(-1)  # Δ_i = Σ_t log π_θ/π_ref   [N]
-        chosen = batch.data["is_chosen"]  # [N], 1 on o⁺
-        _, pair, counts = torch.unique(batch.group_ids, return_inverse=True, return_counts=True)  # pair of row i
-        n_chosen = torch.zeros_like(counts, dtype=chosen.dtype).index_add_(0, pair, chosen)
-        if not (bool((counts == 2).all()) and bool((n_chosen == 1).all())):
-            raise ValueError("dpo: every group must be one chosen and one rejected sequence")
-        d_pos = torch.zeros_like(n_chosen, dtype=delta.dtype).index_add_(0, pair, delta * chosen)  # Δ⁺ [P]
-        d_neg = torch.zeros_like(d_pos).index_add_(0, pair, delta * (1 - chosen))  # Δ⁻ [P]
+        pair, chosen = pair_index(batch)  # [N], [N]
+        d_pos, d_neg = sides(seq_sum(logp.detach() - batch.data["ref_logp"], mask), pair, chosen)  # Δ⁺, Δ⁻ [P]
         z = self.cfg.beta * (d_pos - d_neg)  # implicit reward margin β(Δ⁺ − Δ⁻) [P]
         w = self.cfg.beta * torch.sigmoid(-z)  # β·σ(β(Δ⁻ − Δ⁺)) [P]
-        sign = 2 * chosen - 1  # +1 on o⁺, −1 on o⁻ [N]
         self.record(dpo_loss=-F.logsigmoid(z).mean(), reward_margin=z.mean(), pair_accuracy=(z > 0).float().mean(),
                     reward_chosen=self.cfg.beta * d_pos.mean(), reward_rejected=self.cfg.beta * d_neg.mean())
-        return (sign * w[pair]).unsqueeze(-1) * mask  # [N, T]
+        return per_row(w, -w, pair, chosen).unsqueeze(-1) * mask  # [N, T]
