@@ -217,10 +217,13 @@ def resumed_config(args) -> dict:
 def run_config(cfg, label: str, seed: int):
     """(method name, RunConfig) of one run: `name@variant` runs `name` with methods[label] over methods[name]. A
     `train:` mapping among a method's or a variant's options overrides the train section for that label alone (a
-    per-method lr, a variant's group_size); a variant's overrides its method's."""
+    per-method lr, a variant's group_size); a variant's overrides its method's, and both the method's own
+    `train_defaults` (DAPO's dynamic sampling)."""
     from gcframe.config import _section, label_options
+    from methods import REGISTRY
 
     name, opts, train = label_options(cfg.methods, label)
+    train = {**getattr(REGISTRY.get(name), "train_defaults", {}), **train}
     run_cfg = copy.deepcopy(cfg)
     run_cfg.seed = seed
     run_cfg.methods[name] = opts

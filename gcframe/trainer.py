@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import hashlib
 import math
 import os
@@ -481,7 +482,10 @@ class Trainer:
         self.eval_at = eval_steps(self.tcfg)
         start, last_eval = checkpoint.restore(self) if resume else (0, None)
         if last_eval is None:  # a fresh start
-            self.logger.write_config({"method": self.method.name, "models": self.models_held, **self.cfg.to_dict(),
+            resolved = self.cfg.to_dict()  # the method's options in full, its Config's defaults included
+            resolved["methods"] = {**resolved.get("methods", {}), self.method.name: {
+                **dataclasses.asdict(self.method.cfg), **(self.cfg.methods.get(self.method.name) or {})}}
+            self.logger.write_config({"method": self.method.name, "models": self.models_held, **resolved,
                                       "splits": split_names(self.task)})
             last_eval = self.evaluate(0, self.tcfg.eval_k)
             self.logger.log(last_eval)

@@ -46,7 +46,15 @@ def _verify_config():
         "reward_model": {"pairs": 8, "heldout_pairs": 4},  # a small preference set for dpo's batch of 4 pairs
         "methods": {"grpo": {"beta": 0.1}, "rloo": {"beta": 0.1}, "ppo": {"beta": 0.1},
                     # the non-default options: an asymmetric band (narrow, so this small batch clips) and k2
-                    "grpo_ps": {"beta": 0.1, "clip_eps": 0.05, "clip_eps_high": 0.02, "kl_estimator": "k2"}},
+                    "grpo_ps": {"beta": 0.1, "clip_eps": 0.05, "clip_eps_high": 0.02, "kl_estimator": "k2"},
+                    # the GRPO family (tests/test_methods_zoo_pg.py checks each branch was active): bands narrow
+                    # enough to bite on both sides, β > 0, SAPO's gate at temperatures where it bends within the
+                    # ratios' range, DAPO's overlong cache reaching below some sampled lengths
+                    "dr_grpo": {"beta": 0.1, "clip_eps": 0.1},
+                    "dapo": {"beta": 0.1, "clip_eps": 0.1, "clip_eps_high": 0.15, "overlong_cache": 4},
+                    "gspo": {"beta": 0.1, "kl_estimator": "k3"},
+                    "cispo": {"beta": 0.1, "clip_eps": 0.1, "clip_eps_high": 0.1},
+                    "sapo": {"beta": 0.1, "tau_pos": 8.0, "tau_neg": 10.0}},
     })
 
 
@@ -133,6 +141,7 @@ def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: 
         "ratio_min": float(ratio.min()), "ratio_max": float(ratio.max()),
         "clip_frac": stats.get("clip_frac", float("nan")),
         "beta": getattr(method.cfg, "beta", 0.0),
+        "stats": stats,  # everything the method recorded (gcframe.verify's own tests read which branches ran)
     }
 
 

@@ -9,6 +9,11 @@ from methods import online_rft  # noqa: F401
 from methods import ppo  # noqa: F401
 from methods import grpo  # noqa: F401
 from methods import grpo_ps  # noqa: F401
+from methods import dr_grpo  # noqa: F401
+from methods import dapo  # noqa: F401
+from methods import gspo  # noqa: F401
+from methods import cispo  # noqa: F401
+from methods import sapo  # noqa: F401
 from methods import dpo  # noqa: F401
 from methods import rloo  # noqa: F401
 from gcframe.plugins import load_entry_points  # noqa: E402  (installed packages' methods: entry points gcframe.methods)

@@ -79,6 +79,10 @@ class Method:
     batch."""
     needs_groups: ClassVar[bool] = False
     """True: the method compares completions of one prompt and needs group_size >= 2."""
+    train_defaults: ClassVar[dict] = {}
+    """Train options the method runs with unless its config entry's own `train:` mapping sets them (DAPO:
+    {"dynamic_sampling": True}). compare.py applies them to the run's config (experiments/compare_config.run_config),
+    so the run folder's config.yaml shows them; the section-wide `train:` does not override them."""
     rollout_groups: ClassVar[bool | None] = None
     """Whether `collect` draws groups of G >= 2 completions per prompt from the live policy with ctx.rollout(B, G),
     the data source train.dynamic_sampling filters: True (grpo, rloo, online_rft), False (sft, rft, dpo, ppo: refused

@@ -43,42 +43,59 @@ def clip_inactive(adv: torch.Tensor, ratio: torch.Tensor, eps_low: float, eps_hi
     return ~(((adv > 0) & (ratio > 1 + eps_high)) | ((adv < 0) & (ratio < 1 - eps_low)))
 
 
+def clip_sides(adv: torch.Tensor, ratio: torch.Tensor, eps_low: float, eps_high: float, mask: torch.Tensor) -> dict:
+    """Where the clip bites, by side, as fractions of the tokens: clip_low_frac (Â < 0, r < 1−ε_low) and
+    clip_high_frac (Â > 0, r > 1+ε_high); `ratio` may be [N, 1] (one per sequence, GSPO)."""
+    low = ((adv < 0) & (ratio < 1 - eps_low)).float().expand_as(mask)  # [N, T]
+    high = ((adv > 0) & (ratio > 1 + eps_high)).float().expand_as(mask)
+    return {"clip_low_frac": masked_mean(low, mask), "clip_high_frac": masked_mean(high, mask)}
+
+
+@dataclass
+class GroupConfig(MethodConfig):
+    """The options of every GRPO-family method: the group advantage and the KL term (the clip is GRPO's own)."""
+
+    aggregation: str = "seq-mean-token-mean"
+    """The seed's objective: mean over sequences of each sequence's token mean (1/G Σ_i 1/|o_i| Σ_t)."""
+    scale_by_std: bool = True
+    """Divide the centred reward by the group std (the seed: a heuristic, not part of the baseline)."""
+    leave_one_out: bool = False
+    """Centre on the mean of the other G−1 rewards (exactly unbiased, the seed's remark) instead of all G."""
+    beta: float = 0.04
+    """β: weight of the KL(π_θ ‖ π_ref) term in the loss (DeepSeekMath uses 0.04)."""
+    kl_estimator: str = "k3_ratio"
+    """Per-token KL term in the loss (ρ = π_ref/π_θ, r = π_θ/π_old) and the divergence its gradient regularises:
+    k3_ratio = r·(ρ − log ρ − 1) -> KL(π_θ‖π_ref), on- and off-policy (the default, chosen by
+    experiments/estimators.py); k2 = ½(log ρ)² -> KL(π_θ‖π_ref) on-policy only; k3 = ρ − log ρ − 1 (what
+    DeepSeekMath ran, the seed's) -> KL(π_ref‖π_θ), the forward KL. k1 = −log ρ is refused: E[∇k1] = 0."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.beta < 0:
+            raise UserError(f"beta must be >= 0, got {self.beta}")
+        if self.kl_estimator == "k1":
+            raise UserError("kl_estimator 'k1' in the loss has an expected gradient of 0 (E[∇log π_θ] = 0), so it "
+                            "regularises nothing: use k3_ratio (KL(π_θ‖π_ref)), k2, or k3 (DeepSeekMath's)")
+        if self.kl_estimator not in LOSS_ESTIMATORS:
+            raise UserError(f"kl_estimator must be one of {', '.join(LOSS_ESTIMATORS)}, "
+                            f"got '{self.kl_estimator}'")
+
+
 @register("grpo")
 class GRPO(Method):
     """Data: `ctx.rollout(B, G)`, G completions of each of B prompts sampled from π_old = the live policy."""
 
     @dataclass
-    class Config(MethodConfig):
-        aggregation: str = "seq-mean-token-mean"
-        """The seed's objective: mean over sequences of each sequence's token mean (1/G Σ_i 1/|o_i| Σ_t)."""
-        scale_by_std: bool = True
-        """Divide the centred reward by the group std (the seed: a heuristic, not part of the baseline)."""
-        leave_one_out: bool = False
-        """Centre on the mean of the other G−1 rewards (exactly unbiased, the seed's remark) instead of all G."""
+    class Config(GroupConfig):
         clip_eps: float = 0.2
         """ε: the ratio's clip band [1−ε, 1+ε] (the lower edge when clip_eps_high is set)."""
         clip_eps_high: float | None = None
         """Upper edge ε_high of an asymmetric band [1−ε, 1+ε_high] (DAPO's clip-higher); None = symmetric."""
-        beta: float = 0.04
-        """β: weight of the KL(π_θ ‖ π_ref) term in the loss (DeepSeekMath uses 0.04)."""
-        kl_estimator: str = "k3_ratio"
-        """Per-token KL term in the loss (ρ = π_ref/π_θ, r = π_θ/π_old) and the divergence its gradient regularises:
-        k3_ratio = r·(ρ − log ρ − 1) -> KL(π_θ‖π_ref), on- and off-policy (the default, chosen by
-        experiments/estimators.py); k2 = ½(log ρ)² -> KL(π_θ‖π_ref) on-policy only; k3 = ρ − log ρ − 1 (what
-        DeepSeekMath ran, the seed's) -> KL(π_ref‖π_θ), the forward KL. k1 = −log ρ is refused: E[∇k1] = 0."""
 
         def validate(self) -> None:
             super().validate()
             if not self.clip_eps > 0 or (self.clip_eps_high is not None and not self.clip_eps_high > 0):
                 raise UserError(f"clip_eps and clip_eps_high must be > 0, got {self.clip_eps}, {self.clip_eps_high}")
-            if self.beta < 0:
-                raise UserError(f"beta must be >= 0, got {self.beta}")
-            if self.kl_estimator == "k1":
-                raise UserError("kl_estimator 'k1' in the loss has an expected gradient of 0 (E[∇log π_θ] = 0), so it "
-                                "regularises nothing: use k3_ratio (KL(π_θ‖π_ref)), k2, or k3 (DeepSeekMath's)")
-            if self.kl_estimator not in LOSS_ESTIMATORS:
-                raise UserError(f"kl_estimator must be one of {', '.join(LOSS_ESTIMATORS)}, "
-                                f"got '{self.kl_estimator}'")
 
     uses_reference = True
     needs_groups = True
@@ -101,6 +118,16 @@ class GRPO(Method):
         self.record(zero_var_frac=flat_group_frac(adv, batch.group_ids), adv_mean=masked_mean(adv, mask),
                     adv_std=masked_mean((adv - masked_mean(adv, mask)) ** 2, mask).sqrt())
 
+    def kl_coefficient(self, batch: Batch, logp: torch.Tensor, ratio: torch.Tensor) -> torch.Tensor | float:
+        """β · c_{i,t} [N, T], c the KL term's gradient coefficient (gcframe.kl; r = `ratio` = π_θ/π_old per token),
+        or 0 when β = 0; records kl_k3 to π_ref whenever the engine filled ref_logp = log π_ref (uses_reference)."""
+        if "ref_logp" in batch.data:
+            self.record(kl_k3=masked_mean(kl_estimate(batch.data["ref_logp"], logp.detach(), "k3"),
+                                          batch.completion_mask))
+        if self.cfg.beta == 0:
+            return 0.0
+        return self.cfg.beta * kl_grad_coefficient(batch.data["ref_logp"], logp, self.cfg.kl_estimator, ratio)
+
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
         """GC_{i,t} = Â_{i,t} · r_{i,t} · 1[clip inactive] − β · c_{i,t}   (DeepSeekMath eq. 3 / §5.2.1)
 
@@ -114,10 +141,7 @@ class GRPO(Method):
         ratio = (logp.detach() - self.old_logp(batch, logp)).exp()  # r = π_θ/π_old [N, T]
         eps_high = cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high
         active = clip_inactive(adv, ratio, cfg.clip_eps, eps_high)  # [N, T] bool
-        gc = adv * ratio * active  # [N, T]
-        if cfg.beta > 0:  # the engine fills ref_logp = log π_ref [N, T] (uses_reference)
-            gc = gc - cfg.beta * kl_grad_coefficient(batch.data["ref_logp"], logp, cfg.kl_estimator, ratio)  # [N, T]
-        if "ref_logp" in batch.data:
-            self.record(kl_k3=masked_mean(kl_estimate(batch.data["ref_logp"], logp.detach(), "k3"), mask))
-        self.record(clip_frac=masked_mean((~active).float(), mask), ratio_mean=masked_mean(ratio, mask))
+        gc = adv * ratio * active - self.kl_coefficient(batch, logp, ratio)  # [N, T]
+        self.record(clip_frac=masked_mean((~active).float(), mask), ratio_mean=masked_mean(ratio, mask),
+                    **clip_sides(adv, ratio, cfg.clip_eps, eps_high, mask))
         return gc
