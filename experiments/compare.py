@@ -313,6 +313,9 @@ def _main(args, where: dict) -> int:
         check_out(Path(args.out), args.overwrite)  # before a model is converted or a base trained
     else:
         check_resume(Path(args.out), cfg, names, seeds)
+    from gcframe.tracking.log import check_cache
+
+    check_cache()  # before --out is made: the same command runs once the cache is fixed
 
     from gcframe import pipeline
     from gcframe.rewards import functions as reward_funcs

@@ -21,9 +21,12 @@ def add_out_args(p: argparse.ArgumentParser, name: str) -> None:
 def fresh_out(out: str | None, name: str, overwrite: bool) -> Path:
     """--out, by default runs/<name>-<time>. A non-empty folder is refused unless `overwrite`; with it, an existing
     folder is removed first, so the run starts from an empty one."""
+    from gcframe.tracking.log import check_cache
+
     path = Path(out or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")
     if path.exists() and any(path.iterdir()) and not overwrite:
         raise UserError(f"output folder '{path}' exists and is not empty: pass --overwrite or choose another --out")
+    check_cache()  # before anything is removed or written
     if path.exists() and overwrite:
         shutil.rmtree(path)
     return path

@@ -293,6 +293,9 @@ def main(argv=None) -> int:
 
     out = Path(args.out or ("runs/sweep_5_2-quick" if args.quick else "runs/sweep_5_2"))
     threads.setup(args.threads, out / "env.json")  # a sweep continued keeps the count OUT/env.json records
+    from gcframe.tracking.log import check_cache
+
+    check_cache()  # before OUT is made
     out.mkdir(parents=True, exist_ok=True)
     old = out / "sweep.yaml"
     if old.exists():

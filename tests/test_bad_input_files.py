@@ -46,12 +46,12 @@ else:
 """
 
 
-def run(tmp: Path, *args) -> subprocess.CompletedProcess:
-    """`python READ_ONLY ARGS...` (a script path, or -m MODULE) from the repository root."""
+def run(tmp: Path, *args, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`python READ_ONLY ARGS...` (a script path, or -m MODULE) from the repository root (`env`: added variables)."""
     wrapper = tmp / "read_only.py"
     wrapper.write_text(READ_ONLY)
     return subprocess.run([sys.executable, str(wrapper), *map(str, args)], capture_output=True, text=True,
-                          env=cli_env(), cwd=ROOT, timeout=300)
+                          env={**cli_env(), **(env or {})}, cwd=ROOT, timeout=300)
 
 
 def one_line(r: subprocess.CompletedProcess, *words: str) -> str:
@@ -252,6 +252,24 @@ def test_a_read_only_folder_is_one_line_and_nothing_changes(done, tmp_path, case
         assert snapshot(out) == before
     finally:
         writable(out)
+
+
+@pytest.mark.parametrize("command", ["compare", "atlas"])
+def test_a_read_only_cache_is_refused_before_anything_is_written(tmp_path, command):
+    """GCFRAME_CACHE read-only (runs claim and record their SFT base there): one line naming it, and --out is not
+    made, so the same command runs once the cache is fixed (a half-made --out would be refused as existing)."""
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    cache.mkdir()
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(TINY))
+    args = ([COMPARE, "--config", tmp_path / "c.yaml", "--methods", "grpo", "--no-progress"] if command == "compare"
+            else [ROOT / "experiments" / "atlas.py", "--quick"])
+    read_only(cache)
+    try:
+        r = run(tmp_path, *args, "--out", out, env={"GCFRAME_CACHE": str(cache)})
+        one_line(r, f"'{cache}' is read-only", "set GCFRAME_CACHE to a folder you can write")
+        assert not out.exists() and not any(cache.iterdir())
+    finally:
+        writable(cache)
 
 
 def test_run_folders_of_different_tasks_are_refused_before_the_report_is_written(done, tmp_path):

@@ -19,6 +19,15 @@ def cache_root() -> Path:
     return Path(os.environ.get("GCFRAME_CACHE", Path.home() / ".cache" / "gcframe"))
 
 
+def check_cache() -> None:
+    """Refuse, before a command writes anything, a cache it could not write in (runs claim, train and record their
+    SFT base there even when it is cached): one line naming the read-only folder and the fix."""
+    from gcframe.errors import check_writable
+
+    check_writable(cache_root(), f"gcframe caches SFT bases, converted models and reward models in {cache_root()}: "
+                   "make it writable, or set GCFRAME_CACHE to a folder you can write")
+
+
 def _clean(v):
     if isinstance(v, float) and not math.isfinite(v):
         return None
