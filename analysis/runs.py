@@ -31,7 +31,11 @@ class Runs:
     def __init__(self, out: Path):
         self.out = Path(out)
         files = sorted(f for f in self.out.glob("*/seed*/metrics.jsonl") if f.parent.name[4:].isdigit())
-        if not files:
+        # a run folder without metrics.jsonl (the logger creates it with the folder): damaged, never dropped silently
+        damaged = [f"{d}: metrics.jsonl is missing (without its rows the run would leave the report)"
+                   for d in sorted(self.out.glob("*/seed*")) if d.is_dir() and d.name[4:].isdigit()
+                   and not (d / "metrics.jsonl").is_file()]
+        if not files and not damaged:
             raise UserError(f"no runs under '{out}': expected {out}/<method>/seed<k>/metrics.jsonl "
                             "(the output folder of experiments/compare.py)")
         rows, self.configs = [], {}
@@ -39,7 +43,6 @@ class Runs:
         from gcframe.evaluate.problems import FILE
 
         with_problems = any((f.parent / FILE).is_file() for f in files)  # then every run that evaluated has one
-        damaged = []
         for f in files:
             method, seed = f.parent.parent.name, int(f.parent.name.removeprefix("seed"))
             own = read_jsonl(f)
@@ -53,6 +56,12 @@ class Runs:
                 self.run_notes.append(f"{method} seed {seed}: {note}")
         if damaged:
             raise UserError(damaged_line(damaged, self.out))
+        listed = yaml.safe_load((self.out / "config.yaml").read_text()) if (self.out / "config.yaml").is_file() else {}
+        for label in (listed or {}).get("methods_run") or []:  # compare.py's runs: one without a folder is named
+            for seed in listed.get("seeds") or []:
+                if not (self.out / label / f"seed{seed}").is_dir():
+                    self.run_notes.append(f"{label} seed {seed}: not started (no run folder; compare.py --resume "
+                                          "trains it)")
         df = pd.DataFrame(rows)
         if df.empty:
             raise UserError(f"the runs under '{out}' have logged nothing yet: wait for the first step")

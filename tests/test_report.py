@@ -434,6 +434,8 @@ def _damage(run: Path, how: str):
         metrics.write_text("".join(ln for ln in lines if json.loads(ln)["step"] < 10))
     elif how == "problems.jsonl deleted":
         problems.unlink()
+    elif how == "metrics.jsonl deleted":  # the folder's other files stay: the run must not vanish from the report
+        metrics.unlink()
     elif how == "problems.jsonl cut":  # the final evaluation's rows half there
         lines = problems.read_text().splitlines(keepends=True)
         problems.write_text("".join(lines[: len(lines) - 3]))
@@ -443,7 +445,8 @@ DAMAGE = {"metrics cut in half": "metrics.jsonl ends in a cut line although the 
           "final evaluation rows missing": "metrics.jsonl's last evaluation is of step 5 but the run finished 10 steps",
           "problems ahead of metrics": "problems.jsonl's last evaluation is of step 10 but metrics.jsonl's of step 5",
           "problems.jsonl deleted": "problems.jsonl is missing (the other runs have theirs)",
-          "problems.jsonl cut": "problems.jsonl holds 3 rows for the evaluation of step 10 and 6 for another"}
+          "problems.jsonl cut": "problems.jsonl holds 3 rows for the evaluation of step 10 and 6 for another",
+          "metrics.jsonl deleted": "metrics.jsonl is missing (without its rows the run would leave the report)"}
 
 
 @pytest.mark.parametrize("how", list(DAMAGE))
@@ -488,6 +491,18 @@ def test_an_unfinished_run_is_marked_not_refused(tmp_path):
     assert ("- rft seed 0: not finished: its last evaluation is of step 5 of 10 (still running, or stopped: "
             "compare.py --resume continues it); its cut last line of metrics.jsonl is skipped") in md
     assert "grpo seed 0:" not in md
+
+
+def test_a_run_the_folder_lists_but_has_no_folder_of_is_named(tmp_path):
+    """OUT/config.yaml lists grpo and rft with seeds 0 and 1; rft seed 1 has no folder (never started, or deleted):
+    the report names it rather than report 3 runs as if they were all."""
+    out = tmp_path / "out"
+    for method, seed in (("grpo", 0), ("grpo", 1), ("rft", 0)):
+        _finished_run(out, method, seed, [1, 0, 1, 0])
+    (out / "config.yaml").write_text(yaml.safe_dump({"methods_run": ["grpo", "rft"], "seeds": [0, 1]}))
+    md = write_report(out).read_text()
+    assert "- rft seed 1: not started (no run folder; compare.py --resume trains it)" in md
+    assert "grpo seed 1:" not in md and "Runs: 3 (grpo, rft)" in md
 
 
 def test_a_rescoring_not_every_run_has_is_named(tmp_path):
