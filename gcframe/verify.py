@@ -54,13 +54,17 @@ def _verify_config():
                     "dapo": {"beta": 0.1, "clip_eps": 0.1, "clip_eps_high": 0.15, "overlong_cache": 4},
                     "gspo": {"beta": 0.1, "kl_estimator": "k3"},
                     "cispo": {"beta": 0.1, "clip_eps": 0.1, "clip_eps_high": 0.1},
-                    "sapo": {"beta": 0.1, "tau_pos": 8.0, "tau_neg": 10.0}},
+                    "sapo": {"beta": 0.1, "tau_pos": 8.0, "tau_neg": 10.0},
+                    # λ_U ≠ λ_D (z₀ > 0 at seed 0: kto_z0 in the row's stats), ORPO's odds-ratio term as large as its
+                    # SFT term, and G = 8 so that online_dpo pairs every prompt with tokens that move both ways
+                    "kto": {"undesirable_weight": 1.5}, "orpo": {"lam": 1.0}, "online_dpo": {"group_size": 8}},
     })
 
 
 VARIANTS = {"grpo@k3": ("grpo", {"kl_estimator": "k3"}), "grpo@k2": ("grpo", {"kl_estimator": "k2"}),
-            "grpo_ps@k3_ratio": ("grpo_ps", {"kl_estimator": "k3_ratio"})}
-"""Rows beyond one per method: label -> (method, options over the config's): every KL estimator GRPO offers."""
+            "grpo_ps@k3_ratio": ("grpo_ps", {"kl_estimator": "k3_ratio"}), "ipo@token_mean": ("ipo", {"token_mean": True})}
+"""Rows beyond one per method: label -> (method, options over the config's): every KL estimator GRPO offers, IPO's
+per-token log-ratio (TRL's form)."""
 
 
 def variant_config(cfg, label: str):

@@ -16,6 +16,11 @@ from methods import cispo  # noqa: F401
 from methods import sapo  # noqa: F401
 from methods import dpo  # noqa: F401
 from methods import rloo  # noqa: F401
+from methods import ipo  # noqa: F401
+from methods import simpo  # noqa: F401
+from methods import kto  # noqa: F401
+from methods import orpo  # noqa: F401
+from methods import online_dpo  # noqa: F401
 from gcframe.plugins import load_entry_points  # noqa: E402  (installed packages' methods: entry points gcframe.methods)
 
 load_entry_points()

@@ -7,13 +7,14 @@ DPO's loss on pairs drawn from the LIVE policy at every step.
     L = −E [ log σ(β(Δ⁺ − Δ⁻)) ],    Δ = Σ_t log π_θ(o_t|q,o_<t)/π_ref(o_t|q,o_<t)
 
 The paper's annotator is an LLM judging two samples; here it is train.reward (the checker: right beats wrong). With
-G = train.group_size samples per prompt, o⁺ is drawn at random among the samples of highest reward and o⁻ among
-those of lowest reward. A prompt whose G rewards are all equal has no preference: it is dropped (TRL's trainer keeps
-such a tie with the first sample as o⁺), and counted. Every step generates B·G samples and trains on 2·(pairs)
-of them; the tokens it generated but did not train on are `unpaired_dropped_tokens` and count in gen_tokens, so the
-equal-compute view charges them. A step in which no prompt has a preference trains on nothing (GC = 0).
-train.dynamic_sampling replaces the dropped prompts by fresh ones (their groups are exactly the zero-variance ones).
-Coefficients and normaliser are DPO's (methods/dpo.py): engine loss = the pair mean / 2.
+G samples per prompt (group_size, default train.group_size), o⁺ is drawn at random among the samples of highest
+reward and o⁻ among those of lowest reward. A prompt whose G rewards are all equal has no preference: it is dropped
+and counted (TRL's trainer instead keeps such a tie, the first sample as o⁺). Every step generates B·G samples and
+trains on the 2K of them in its K pairs; the tokens it generated but did not train on are `unpaired_dropped_tokens`
+and count in gen_tokens, so the equal-compute view charges them. A step in which no prompt has a preference keeps
+every sample with GC = 0 (no update). train.dynamic_sampling replaces the dropped prompts by fresh ones (their
+groups are exactly the zero-variance ones). Coefficients and normaliser are DPO's (methods/dpo.py): the engine's
+loss is the pair mean / 2, over the pairs found, so a step with fewer pairs has the same scale.
 """
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ class OnlineDPOConfig(DPOConfig):
         super().validate()
         g = self.group_size
         if g is not None and (not isinstance(g, int) or isinstance(g, bool) or g < 2):
-            raise UserError(f"methods.online_dpo.group_size must be an integer >= 2 (a pair needs two samples), got {g!r}")
+            raise UserError(f"methods.online_dpo.group_size must be an integer >= 2 (a pair needs two samples), "
+                            f"got {g!r}")
 
 
 @register("online_dpo")
@@ -71,7 +73,7 @@ class OnlineDPO(Method):
                          worst[torch.randint(len(worst), (1,), generator=self.pick)]]
         kept = batch[torch.cat(rows)] if rows else batch  # [2K]: o⁺_0, o⁻_0, o⁺_1, ... (a pair shares its group id)
         kept.data["is_chosen"] = torch.tensor([1.0, 0.0]).repeat(len(rows) // 2) if rows else torch.zeros(len(batch))
-        dropped = float(batch.completion_mask.sum() - (kept.completion_mask.sum() if rows else 0.0))
+        dropped = float(batch.completion_mask.sum() - kept.completion_mask.sum())  # generated, not in the batch
         total = self.ctx.all_sum(torch.tensor([dropped, len(rows) / 2, len(torch.unique(batch.group_ids))],
                                               dtype=torch.float64, device=self.ctx.device)).tolist()
         self.record(unpaired_dropped_tokens=total[0], paired_prompts=total[1], unpaired_prompts=total[2] - total[1])
