@@ -111,3 +111,14 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: fl
     var = ((s2 - n * mean ** 2) / (n - 1).clamp(min=1)).clamp(min=0)  # unbiased
     out = (x - mean) * torch.rsqrt(var + eps) if shift_mean else x * torch.rsqrt(var + eps)
     return out * m
+
+
+def kl_penalised_returns(rewards: torch.Tensor, kl: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Tensor:
+    """The return of an outcome reward with a per-token KL penalty folded into the reward, γ = 1 (REINFORCE++, Hu et al.
+    2025, eq. 4; PPO's reward placement, InstructGPT eq. 2):
+
+        G_{i,t} = r_i − β Σ_{t' ≥ t} kl_{i,t'}        kl = log π_old/π_ref at each sampled token (k1)
+
+    rewards [N], kl and mask [N, T] -> [N, T], 0 on padding: the reward counts at every token, the KL still to come."""
+    future = (kl * mask).flip(-1).cumsum(-1).flip(-1)  # Σ_{t' >= t} kl_{t'}  [N, T]
+    return (rewards.unsqueeze(1) - beta * future) * mask

@@ -101,10 +101,15 @@ class Context:
         return self._rollout(n_prompts, group_size, model)
 
     def _rollout(self, n_prompts: int, group_size: int, model=None) -> Batch:
-        rows = self.draw(self.task.prompts, n_prompts, "prompts")
+        return self.complete(self.draw(self.task.prompts, n_prompts, "prompts"), group_size, model)
+
+    def complete(self, rows: list[dict], n: int, model=None, temperature: float | None = None) -> Batch:
+        """n completions of each row's prompt (rows: prompt, answer, optional steps), generated and scored: drawn at
+        train.temperature, or greedy at temperature 0 (ReMax's baseline, methods/remax.py). From the live policy
+        unless `model` is given; group_ids = the row index."""
         model = model or self.policy
         with self.timed("generate"), evaluating(model):  # (FSDP2: the Generator gathers the weights once)
-            batch = self.generator.generate(model, [r["prompt"] for r in rows], n=group_size)
+            batch = self.generator.generate(model, [r["prompt"] for r in rows], n=n, temperature=temperature)
         with self.timed("score"):
             for t, gid in zip(batch.texts, batch.group_ids.tolist()):
                 t.update(answer=rows[gid]["answer"], steps=rows[gid].get("steps", []))

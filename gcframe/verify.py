@@ -55,6 +55,10 @@ def _verify_config():
                     "gspo": {"beta": 0.1, "kl_estimator": "k3"},
                     "cispo": {"beta": 0.1, "clip_eps": 0.1, "clip_eps_high": 0.1},
                     "sapo": {"beta": 0.1, "tau_pos": 8.0, "tau_neg": 10.0},
+                    # KL in the reward (β), for the baseline variant also in the loss (λ); a band narrow enough that
+                    # the 16 single-completion prompts of reinforce_pp clip on both sides
+                    "reinforce_pp": {"beta": 0.1, "clip_eps": 0.1}, "remax": {"beta": 0.1},
+                    "reinforce_pp_baseline": {"beta": 0.1, "kl_loss_coef": 0.1},
                     # λ_U ≠ λ_D (z₀ > 0 at seed 0: kto_z0 in the row's stats), ORPO's odds-ratio term as large as its
                     # SFT term, and G = 8 so that online_dpo pairs every prompt with tokens that move both ways
                     "kto": {"undesirable_weight": 1.5}, "orpo": {"lam": 1.0}, "online_dpo": {"group_size": 8}},
@@ -62,9 +66,11 @@ def _verify_config():
 
 
 VARIANTS = {"grpo@k3": ("grpo", {"kl_estimator": "k3"}), "grpo@k2": ("grpo", {"kl_estimator": "k2"}),
-            "grpo_ps@k3_ratio": ("grpo_ps", {"kl_estimator": "k3_ratio"}), "ipo@token_mean": ("ipo", {"token_mean": True})}
-"""Rows beyond one per method: label -> (method, options over the config's): every KL estimator GRPO offers, IPO's
-per-token log-ratio (TRL's form)."""
+            "grpo_ps@k3_ratio": ("grpo_ps", {"kl_estimator": "k3_ratio"}),
+            "reinforce_pp@grouped": ("reinforce_pp", {"grouped": True}), "remax@grouped": ("remax", {"grouped": True}),
+            "gpg@std": ("gpg", {"scale_by_std": True}), "ipo@token_mean": ("ipo", {"token_mean": True})}
+"""Rows beyond one per method: label -> (method, options over the config's): every KL estimator GRPO offers, the G per
+prompt data sources of reinforce_pp and remax, GPG's std scaling, IPO's per-token log-ratio (TRL's form)."""
 
 
 def variant_config(cfg, label: str):
@@ -76,9 +82,12 @@ def variant_config(cfg, label: str):
 
 
 def _inject_rewards(batch, gen: torch.Generator) -> None:
-    """Random 0/1 outcomes and random step rewards: every method gets a non-trivial signal."""
+    """Random 0/1 outcomes and random step rewards: every method gets a non-trivial signal. The first prompt's group
+    gets equal rewards, so that the zero-variance branch of a group method runs too (GPG's α = B / (B − M))."""
     N, T = batch.completion_ids.shape
     correct = (torch.rand(N, generator=gen) < 0.5).to(torch.float64)
+    first = batch.group_ids == batch.group_ids[0]  # [N] the rows of the first group
+    correct[first] = correct[first][0]
     for key in ("rewards", "correct"):
         if key in batch.data:
             batch.data[key] = correct.clone()
@@ -119,7 +128,8 @@ def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: 
     batch = method.collect(0).to(acc.device)
     _inject_rewards(batch, gen)
     with torch.no_grad():
-        if method.uses_reference:
+        if method.uses_reference:  # π_ref moved off π_old: a KL folded into the reward (PPO, REINFORCE++) is live
+            _perturb(trainer.ctx.reference, torch.Generator().manual_seed(seed + 1), perturb)
             batch.data["ref_logp"] = token_logprobs(trainer.ctx.reference, batch)
         batch.data["old_logp"] = token_logprobs(policy, batch)
         method.prepare(batch)

@@ -21,6 +21,10 @@ from methods import simpo  # noqa: F401
 from methods import kto  # noqa: F401
 from methods import orpo  # noqa: F401
 from methods import online_dpo  # noqa: F401
+from methods import reinforce_pp  # noqa: F401
+from methods import reinforce_pp_baseline  # noqa: F401
+from methods import remax  # noqa: F401
+from methods import gpg  # noqa: F401
 from gcframe.plugins import load_entry_points  # noqa: E402  (installed packages' methods: entry points gcframe.methods)
 
 load_entry_points()

@@ -49,3 +49,4 @@ def _mean_as_written(values: torch.Tensor, mask: torch.Tensor, mode: str) -> tor
 from gcframe.textbook import classic  # noqa: E402,F401  (registers on import; the order --list-methods uses)
 from gcframe.textbook import preference_zoo  # noqa: E402,F401
 from gcframe.textbook import policy_gradient_zoo  # noqa: E402,F401
+from gcframe.textbook import baselines_zoo  # noqa: E402,F401
