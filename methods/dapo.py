@@ -66,19 +66,26 @@ class DAPO(GRPO):
                 raise UserError(f"methods.dapo.overlong_cache must be >= 0 tokens (0: no shaping, null: a fifth of "
                                 f"train.max_new_tokens), got {self.overlong_cache}")
 
-    def __init__(self, cfg: Config, ctx):
-        super().__init__(cfg, ctx)
-        L = ctx.cfg.train.max_new_tokens if ctx is not None else 0
-        self.cache = round(L / 5) if cfg.overlong_cache is None else cfg.overlong_cache
-        if L and self.cache > L:
-            raise UserError(f"methods.dapo.overlong_cache ({self.cache}) exceeds train.max_new_tokens ({L}): the "
-                            "penalty's cache lies inside the longest completion; lower it (0: no shaping)")
+    @classmethod
+    def check_run(cls, cfg, label: str) -> None:
+        """Also refuses an overlong cache longer than train.max_new_tokens (known once the task derived it)."""
+        super().check_run(cfg, label)
+        own = {k: v for k, v in (cfg.methods.get(cls.name) or {}).items() if k != "train"}
+        cache, L = cls.Config.from_dict(own, label).overlong_cache, cfg.train.max_new_tokens
+        if L and cache is not None and cache > L:
+            raise UserError(f"methods.{label}.overlong_cache ({cache}) exceeds train.max_new_tokens ({L}): the "
+                            "penalty would reach completions of any length; lower it (0: no shaping)")
+
+    def overlong_cache(self, max_len: int) -> int:
+        """L_cache in tokens: the option, or a fifth of L_max when it is None."""
+        return round(max_len / 5) if self.cfg.overlong_cache is None else self.cfg.overlong_cache
 
     def advantages(self, batch: Batch) -> torch.Tensor:
         """Â_{i,t} = (R_i − mean(R)) / std(R) of the shaped rewards R_i = r_i + R_length(o_i) (eqs. 9 and 13) ->
         [N, T]; a group whose shaped rewards are all equal gets 0."""
         mask = batch.completion_mask
-        penalty = overlong_penalty(mask.sum(-1), self.ctx.cfg.train.max_new_tokens, self.cache)  # [N]
+        L = self.ctx.cfg.train.max_new_tokens  # L_max
+        penalty = overlong_penalty(mask.sum(-1), L, self.overlong_cache(L))  # [N]
         self.record(overlong_frac=(penalty < 0).to(mask.dtype).mean(), overlong_penalty=penalty.mean())
         adv = group_advantages(batch.data["rewards"] + penalty, batch.group_ids, self.cfg.scale_by_std,
                                self.cfg.leave_one_out)  # [N]
