@@ -56,6 +56,13 @@ def seq_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum(-1)
 
 
+def check_positive(cfg: MethodConfig, *keys: str) -> None:
+    """A one-line UserError for the first option among `keys` that is not > 0 (named methods.<cfg.method>.<key>)."""
+    for key in keys:
+        if not getattr(cfg, key) > 0:
+            raise UserError(f"methods.{cfg.method}.{key} must be > 0, got {getattr(cfg, key)}")
+
+
 @dataclass
 class PreferenceConfig(MethodConfig):
     """The options of a method trained on the offline preference set (dpo, ipo, simpo, orpo, kto)."""
@@ -82,11 +89,6 @@ class PreferenceConfig(MethodConfig):
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < low):
                 raise UserError(f"methods.{self.method}.{key} must be an integer >= {low}, got {v!r}")
 
-    def positive(self, *keys: str) -> None:
-        """A one-line UserError for the first option among `keys` that is not > 0."""
-        for key in keys:
-            if not getattr(self, key) > 0:
-                raise UserError(f"methods.{self.method}.{key} must be > 0, got {getattr(self, key)}")
 
 
 @dataclass
@@ -96,7 +98,7 @@ class DPOConfig(PreferenceConfig):
 
     def validate(self) -> None:
         super().validate()
-        self.positive("beta")
+        check_positive(self, "beta")
 
 
 class PreferencePairs(Method):

@@ -18,7 +18,7 @@ import torch
 
 from gcframe.batch import Batch
 from methods.base import register
-from methods.dpo import PreferenceConfig, PreferencePairs, pair_index, per_row, seq_sum, sides
+from methods.dpo import PreferenceConfig, PreferencePairs, check_positive, pair_index, per_row, seq_sum, sides
 
 
 @dataclass
@@ -32,7 +32,7 @@ class IPOConfig(PreferenceConfig):
 
     def validate(self) -> None:
         super().validate()
-        self.positive("tau")
+        check_positive(self, "tau")
 
 
 @register("ipo")
@@ -54,5 +54,6 @@ class IPO(PreferencePairs):
         c = 1.0 / lengths if self.cfg.token_mean else torch.ones_like(lengths)  # c_i [N]
         h_pos, h_neg = sides(seq_sum(logp.detach() - batch.data["ref_logp"], mask) * c, pair, chosen)  # [P]
         u = h_pos - h_neg - 1.0 / (2 * self.cfg.tau)  # h − 1/(2τ) [P]
-        self.record(ipo_loss=(u ** 2).mean(), margin=(h_pos - h_neg).mean(), pair_accuracy=(h_pos > h_neg).float().mean())
+        self.record(ipo_loss=(u ** 2).mean(), margin=(h_pos - h_neg).mean(),
+                    pair_accuracy=(h_pos > h_neg).float().mean())
         return (per_row(-2 * u, 2 * u, pair, chosen) * c).unsqueeze(-1) * mask  # [N, T]

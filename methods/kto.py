@@ -32,7 +32,7 @@ from gcframe.errors import UserError
 from gcframe.rewards.preferences import PreferenceOptions, load_or_build
 from gcframe.sampling import make_batch
 from methods.base import Method, register
-from methods.dpo import PreferenceConfig, seq_sum
+from methods.dpo import PreferenceConfig, check_positive, seq_sum
 
 
 @dataclass
@@ -50,7 +50,7 @@ class KTOConfig(PreferenceConfig):
 
     def validate(self) -> None:
         super().validate()
-        self.positive("beta", "desirable_weight", "undesirable_weight")
+        check_positive(self, "beta", "desirable_weight", "undesirable_weight")
 
 
 def reference_point(delta: torch.Tensor, mismatched: torch.Tensor) -> torch.Tensor:

@@ -25,14 +25,16 @@ import torch
 
 from gcframe.batch import Batch
 from gcframe.errors import UserError
-from methods.base import Method, register
-from methods.dpo import DPO, DPOConfig
+from methods.base import Method, MethodConfig, register
+from methods.dpo import DPO, check_positive
 
 
 @dataclass
-class OnlineDPOConfig(DPOConfig):
-    """DPO's options; the preference-set ones (label_noise, pairs, samples_per_prompt) are not read."""
-
+class OnlineDPOConfig(MethodConfig):
+    aggregation: str = "seq-mean-token-sum"
+    """seq-mean-token-sum: the engine loss is DPO's pair loss summed over the step's pairs / 2K (the pair mean / 2)."""
+    beta: float = 0.1
+    """β: strength of the implicit KL anchor to π_ref, as DPO's (Rafailov et al. eq. 7)."""
     group_size: int | None = None
     """G: samples per prompt among which a best and a worst are picked; None = train.group_size (the equal budget,
     B·G samples a step). 2 is the paper's and TRL's; more find a pair on more prompts at a higher generation cost."""
@@ -41,6 +43,7 @@ class OnlineDPOConfig(DPOConfig):
 
     def validate(self) -> None:
         super().validate()
+        check_positive(self, "beta")
         g = self.group_size
         if g is not None and (not isinstance(g, int) or isinstance(g, bool) or g < 2):
             raise UserError(f"methods.online_dpo.group_size must be an integer >= 2 (a pair needs two samples), "

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from gcframe.batch import Batch
 from methods.base import register
-from methods.dpo import PreferenceConfig, PreferencePairs, pair_index, per_row, seq_sum, sides
+from methods.dpo import PreferenceConfig, PreferencePairs, check_positive, pair_index, per_row, seq_sum, sides
 
 MAX_MEAN_LOGP = -1e-6
 """ā is clamped to at most this: at ā = 0 (every token certain) the odds P/(1 − P) are infinite; counted in
@@ -35,7 +35,7 @@ class ORPOConfig(PreferenceConfig):
 
     def validate(self) -> None:
         super().validate()
-        self.positive("lam")
+        check_positive(self, "lam")
 
 
 def log_odds(a: torch.Tensor) -> torch.Tensor:

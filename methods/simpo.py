@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from gcframe.batch import Batch
 from gcframe.errors import UserError
 from methods.base import register
-from methods.dpo import PreferenceConfig, PreferencePairs, pair_index, per_row, seq_sum, sides
+from methods.dpo import PreferenceConfig, PreferencePairs, check_positive, pair_index, per_row, seq_sum, sides
 
 
 @dataclass
@@ -33,7 +33,7 @@ class SimPOConfig(PreferenceConfig):
 
     def validate(self) -> None:
         super().validate()
-        self.positive("beta")
+        check_positive(self, "beta")
         if not self.gamma >= 0:
             raise UserError(f"methods.simpo.gamma must be >= 0, got {self.gamma}")
 

@@ -124,7 +124,7 @@ def test_kto_gc_is_zero_on_mismatched_rows_and_signed_on_examples(tok):
     assert torch.allclose(gc, torch.tensor([[s * (1 - s)] * 2, [0.0, 0.0], [-2 * 0.25] * 2, [0.0, 0.0]]))
 
 
-# -- online DPO's data source -------------------------------------------------------------------------------------------
+# -- online DPO's data source ------------------------------------------------------------------------------------------
 def _rollout(tok, rewards):
     """A rollout batch of len(rewards) groups of 4, completion lengths 2, 3, 2, 3 (+ <eos>) per group."""
     comps = [c for _ in rewards for c in ("ab", "abc", "cd", "cde")]

@@ -37,6 +37,17 @@ def test_clip_is_active_and_kl_is_on(rows, name):
     assert rows[name]["beta"] > 0
 
 
+def test_the_preference_methods_run_every_branch(rows):
+    """KTO's reference point is live (z₀ > 0, clamped at 0 only where the estimate is negative), ORPO's two terms both
+    carry weight, SimPO's margin γ > 0, IPO's token_mean changes the gradient, online DPO found pairs."""
+    cfg = verify._verify_config()
+    assert rows["kto"]["stats"]["kto_z0"] > 0
+    assert rows["orpo"]["stats"]["orpo_sft_loss"] > 0 and rows["orpo"]["stats"]["orpo_or_loss"] > 0
+    assert REGISTRY["simpo"].Config.from_dict(cfg.methods.get("simpo", {}), "simpo").gamma > 0
+    assert rows["ipo"]["grad_norm"] != pytest.approx(rows["ipo@token_mean"]["grad_norm"], rel=1e-3)
+    assert rows["online_dpo"]["stats"]["paired_prompts"] > 0
+
+
 def test_a_wrong_coefficient_is_caught(rows, monkeypatch):
     """The check can fail: GRPO without its KL term no longer matches the textbook loss with β > 0."""
     from accelerate import Accelerator
