@@ -10,13 +10,23 @@ The interval. Seeds and problems are both samples (of training randomness, of a 
     d[s,p] = μ + a_s + b_p + e_sp,   Var(D) = σ²_S/S + σ²_P/P + σ²_E/(S·P)
 
 estimated by the method of moments from the two-way ANOVA mean squares without replication (Searle, Casella and
-McCulloch 1992, "Variance Components", ch. 4): E[MS_S] = σ²_E + P·σ²_S, E[MS_P] = σ²_E + S·σ²_P, E[MS_E] = σ²_E, so
-Var(D) = (MS_S + MS_P − MS_E)/(S·P), unbiased. Its degrees of freedom are Satterthwaite's (1946) for a sum of mean
-squares, ν = (Σ c_i MS_i)² / Σ (c_i MS_i)²/df_i, and the interval is D ± t_{0.975,ν}·SE: where the seeds dominate, ν
-nears S − 1 and the interval is as wide as the seeds warrant. The estimate is floored at MS_E/(S·P), the variance the
-model has when σ²_S = σ²_P = 0 (variances, never below 0; the moment estimate falls below it by chance when both are
-small), with (S−1)(P−1) df; and at 1e-12 when every d[s,p] is the same (identical outputs), so that an interval
-always has a width and nothing divides by zero.
+McCulloch 1992, "Variance Components", ch. 4): E[MS_S] = σ²_E + P·σ²_S, E[MS_P] = σ²_E + S·σ²_P,
+E[MS_E] = σ²_E. Each component is estimated from its mean squares and truncated at 0 (a variance is never negative;
+the truncated ANOVA estimator of the same chapter):
+
+    σ̂²_S = max((MS_S − MS_E)/P, 0),   σ̂²_P = max((MS_P − MS_E)/S, 0),   σ̂²_E = MS_E
+    Var(D) = σ̂²_S/S + σ̂²_P/P + σ̂²_E/(S·P) = (M_S + M_P − MS_E)/(S·P),   M_S = MS_E + P·σ̂²_S, M_P = MS_E + S·σ̂²_P
+
+(M_S = max(MS_S, MS_E): a seed mean square below the residual one stands at the residual's level, never below it).
+No component is ever dropped: where MS_S ≤ MS_E the seed term still contributes M_S = MS_E, known only to S − 1 df.
+The degrees of freedom are Satterthwaite's (1946) for that sum, ν = (Σ c_i M_i)² / Σ (c_i M_i)²/df_i over
+(M_S, S − 1), (M_P, P − 1), (−MS_E, (S − 1)(P − 1)), and the interval is D ± t_{0.975,ν}·SE: where the seeds dominate
+or their mean square is small (it is then estimated from S − 1 df all the same), ν nears S − 1 and the interval is as
+wide as the seeds warrant. `components_variance` computes Var and ν from the components, for this interval and for the
+detectable difference alike. Var is floored at 1e-12 only when every d[s,p] is the same (identical outputs), so that
+an interval always has a width and nothing divides by zero. `python experiments/paired_coverage.py` measures its
+coverage as the seeds' share of Var(D) grows, overall and by which components were truncated
+(docs/concepts/statistics.md gives the table).
 
 One seed: σ²_S cannot be estimated. The interval is the paired-by-problem t-interval, Var = MS_P/P with P − 1 df, and
 the result says `levels: "problems"`: it holds for that seed's training run, not for a new one.
@@ -25,13 +35,11 @@ Why not a percentile bootstrap. Resampling seeds: with 3 seeds there are 10 dist
 under-covers when seeds vary. Owen's (2007) pigeonhole bootstrap (seeds and problems resampled independently) counts
 the residual σ²_E/(S·P) about 2.3 times at S = 3 (through the seed means, the problem means and the cells themselves:
 (2 − 1/S)(2 − 1/P) − 1; "mildly conservative", Owen and Eckles 2012) but the seed component σ²_S/S only (S − 1)/S =
-2/3 times (the plug-in variance of a mean of S values). `python experiments/paired_coverage.py --sims 1000` measures
-them (logistic problem difficulty, a problem × method interaction, per-seed method effects; 95% intervals). At S = 3,
-P = 400 the pigeonhole bootstrap covers 0.99–1.00 when seed effects are 0 and 0.88 when their SD is 0.3 logits; this
-interval 0.95–0.96 and 0.92–0.94. The t-interval over the S seed means covers 0.95 in both but separates a true
-+0.031 less often (0.21 against 0.27, no seed effects). Where seeds dominate Var(D), ν (from S − 1 seed df) is itself
-noisy and this interval under-covers somewhat: 0.92–0.94 at S = 3 and 0.85–0.88 at S = 2 (seed SD 0.3, P = 400);
-`describe` names 2-seed comparisons.
+2/3 times (the plug-in variance of a mean of S values). Why not drop the seed term when its mean square is small
+(the moment estimate floored at MS_E/(S·P) whenever MS_S + MS_P < 2·MS_E, with (S − 1)(P − 1) df): that rule
+under-covers as the seeds' share of Var(D) grows, on exactly the experiments where it fires
+(`experiments/paired_coverage.py` measures it beside this interval). The t-interval over the S seed means covers too, but separates
+true differences less often when seeds vary little; `describe` names 2-seed comparisons.
 
 P(A > B): the probability of improvement of Agarwal et al. 2021 ("Deep RL at the edge of the statistical precipice",
 rliable): P(X_A > X_B) over the paired seeds' scores (the mean over problems per seed), ties ½, U/(n_A·n_B) of the
@@ -56,11 +64,29 @@ RESCORE = "re-score both on one set (python -m gcframe.evaluate OUT --problems N
 FLOOR = 1e-12
 
 
-def _satterthwaite(terms) -> float:
-    """ν of Σ c_i·MS_i from (c_i·MS_i, df_i) pairs; inf when the sum is 0."""
+def _satterthwaite(terms):
+    """ν of Σ c_i·MS_i from (c_i·MS_i, df_i) pairs (floats or arrays alike); inf where the sum is 0."""
     num = sum(v for v, _ in terms) ** 2
     den = sum(v * v / df for v, df in terms)
-    return num / den if den > 0 else math.inf
+    if np.ndim(den) == 0:
+        return num / den if den > 0 else math.inf
+    return np.divide(num, den, out=np.full(np.shape(den), np.inf), where=den > 0)
+
+
+def mean_squares(d):
+    """(D, MS_S, MS_P, MS_E) of S × P tables d[..., s, p] (S ≥ 2; any leading axes: one experiment or many)."""
+    d = np.asarray(d, float)
+    S, P = d.shape[-2:]
+    D, rows, cols = d.mean(axis=(-2, -1)), d.mean(axis=-1), d.mean(axis=-2)
+    ms_s = P * ((rows - D[..., None]) ** 2).sum(axis=-1) / (S - 1)
+    ms_p = S * ((cols - D[..., None]) ** 2).sum(axis=-1) / (P - 1)
+    resid = d - rows[..., :, None] - cols[..., None, :] + D[..., None, None]
+    return D, ms_s, ms_p, (resid ** 2).sum(axis=(-2, -1)) / ((S - 1) * (P - 1))
+
+
+def truncated_components(ms_s, ms_p, ms_e, S: int, P: int):
+    """(σ̂²_S, σ̂²_P): each component from its mean squares, truncated at 0 (module docstring); σ̂²_E is MS_E."""
+    return np.maximum((ms_s - ms_e) / P, 0.0), np.maximum((ms_p - ms_e) / S, 0.0)
 
 
 def two_way(d) -> dict:
@@ -68,21 +94,34 @@ def two_way(d) -> dict:
     problem): the interval of the module docstring."""
     d = np.asarray(d, float)
     S, P = d.shape
-    D, rows, cols = d.mean(), d.mean(axis=1), d.mean(axis=0)
-    ms_p = S * ((cols - D) ** 2).sum() / (P - 1)
     if S == 1:  # the seed level is not seen: problems only
+        D, cols = d.mean(), d.mean(axis=0)
+        ms_p = S * ((cols - D) ** 2).sum() / (P - 1)
         var = max(ms_p / P, FLOOR)
         return dict(diff=D, var=var, df=P - 1.0, levels="problems", ms_s=math.nan, ms_p=ms_p, ms_e=math.nan,
-                    var_seed=math.nan, var_problem=ms_p, var_resid=0.0)
-    ms_s = P * ((rows - D) ** 2).sum() / (S - 1)
-    ms_e = ((d - rows[:, None] - cols[None, :] + D) ** 2).sum() / ((S - 1) * (P - 1))
-    var = (ms_s + ms_p - ms_e) / (S * P)
-    if var > ms_e / (S * P):
-        df = _satterthwaite([(ms_s, S - 1), (ms_p, P - 1), (-ms_e, (S - 1) * (P - 1))])
-    else:
-        var, df = max(ms_e / (S * P), FLOOR), float((S - 1) * (P - 1))
-    return dict(diff=D, var=var, df=df, levels="seeds × problems", ms_s=ms_s, ms_p=ms_p, ms_e=ms_e,
-                var_seed=max((ms_s - ms_e) / P, 0.0), var_problem=max((ms_p - ms_e) / S, 0.0), var_resid=ms_e)
+                    var_seed=math.nan, var_problem=ms_p, var_resid=0.0, truncated="none")
+    D, ms_s, ms_p, ms_e = (float(x) for x in mean_squares(d))
+    sv, pv = (float(x) for x in truncated_components(ms_s, ms_p, ms_e, S, P))  # truncated at 0, never dropped
+    var, df = components_variance(sv, pv, ms_e, S, P)
+    return dict(diff=D, var=max(var, FLOOR), df=df, levels="seeds × problems", ms_s=ms_s, ms_p=ms_p, ms_e=ms_e,
+                var_seed=sv, var_problem=pv, var_resid=ms_e, truncated=truncated(ms_s, ms_p, ms_e))
+
+
+def truncated(ms_s: float, ms_p: float, ms_e: float) -> str:
+    """Which components `two_way` truncated at 0: "none", "seed", "problem" or "seed+problem" (the estimator's
+    branches, whose coverage experiments/paired_coverage.py reports apart)."""
+    cut = [name for name, ms in (("seed", ms_s), ("problem", ms_p)) if ms <= ms_e]
+    return "+".join(cut) or "none"
+
+
+def components_variance(var_seed, var_problem, var_resid, S: int, P: int):
+    """Var(D) = σ²_S/S + σ²_P/P + σ²_E/(S·P) of an S × P design (S ≥ 2) and its Satterthwaite ν over the mean squares
+    those components imply, M_S = σ²_E + P·σ²_S (S − 1 df), M_P = σ²_E + S·σ²_P (P − 1 df) and −σ²_E
+    ((S − 1)(P − 1) df): Var·S·P = M_S + M_P − σ²_E (module docstring). The interval (`two_way`, components truncated
+    at 0) and the detectable difference both use it; floats or arrays (many experiments at once) alike."""
+    m_s, m_p = var_resid + P * var_seed, var_resid + S * var_problem
+    var = var_seed / S + var_problem / P + var_resid / (S * P)
+    return var, _satterthwaite([(m_s, S - 1), (m_p, P - 1), (-var_resid, (S - 1) * (P - 1))])
 
 
 def t_interval(diff: float, var: float, df: float, level: float = 0.95) -> dict:
@@ -179,10 +218,7 @@ def detectable_difference(var_seed: float, var_problem: float, var_resid: float,
     one = math.isnan(var_seed)
     sv, pv, ev = (0.0 if one else var_seed), var_problem, var_resid
     var = sv / S + pv / P + ev / (S * P)
-    if one:
-        df = P - 1.0
-    else:
-        df = _satterthwaite([(ev + P * sv, S - 1), (ev + S * pv, P - 1), (-ev, (S - 1) * (P - 1))])
+    df = P - 1.0 if one else components_variance(sv, pv, ev, S, P)[1]
     q = stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)  # normal quantiles at df = inf
     goal = var / 4  # Var(S', P) = sv/S' + pv/P + ev/(S'·P) and Var(S, P') likewise, solved for S' and P'
     room_p, room_s = goal - sv / S, goal - pv / P

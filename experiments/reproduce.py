@@ -157,6 +157,10 @@ RECIPES = {
                                                 "experiments/configs/sweep_5_2_g16.yaml", "--levels", "hard",
                                                 "--seeds", "0,1,2", "--out", "OUT"],
                             keep=["sweep_report/*.csv", "sweep_report/*.png", "sweep.yaml"]),
+    "paired_coverage": Recipe("the paired interval's coverage by simulation (seeds' share of Var(D) 0-0.7; S = 2, 3, 5; "
+                              "P = 500) and the published verdicts that dropping the seed term would decide otherwise",
+                              "command", command=["experiments/paired_coverage.py", "--out", "OUT/coverage.csv"],
+                              quick=["--sims", "50"], keep=["coverage.csv", "verdicts.csv"]),
     "benchmark": Recipe("speed and memory against the essential passes and TRL (toy sizes)", "command",
                         command=["experiments/benchmark.py", "--out", "OUT/bench.json"],
                         keep=["bench.json", "steps.csv", "ratios.csv"]),

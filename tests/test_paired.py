@@ -8,8 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.paired import (describe, detectable_difference, pairwise, paired_difference, probability_of_improvement,
-                             t_interval, two_way, unpaired_difference)
+from analysis.paired import (
+    describe,
+    detectable_difference,
+    paired_difference,
+    pairwise,
+    probability_of_improvement,
+    t_interval,
+    two_way,
+    unpaired_difference,
+)
 from experiments.paired_coverage import simulate, truth
 from gcframe.errors import UserError
 
@@ -53,15 +61,39 @@ def test_two_seeds_three_problems_by_hand():
     assert (r["var_seed"], r["var_problem"], r["var_resid"]) == pytest.approx((0, 1 / 6, 1 / 6), abs=1e-12)
 
 
-def test_the_variance_is_floored_where_the_moment_estimate_falls_below_the_residual():
+def test_both_components_truncated_at_zero_keep_the_seed_term_and_its_seed_df():
     # d = [[1,0,0],[0,0,1]]: seed means 1/3, 1/3 -> MS_S = 0; problem means 1/2, 0, 1/2 -> MS_P = 2·(1/6)/2 = 1/6;
-    # residuals ±1/2 at the four corners -> MS_E = 1/2. (0 + 1/6 − 1/2)/6 < 0: floored at MS_E/(S·P) = 1/12, 2 df
+    # residuals ±1/2 at the four corners -> MS_E = 1/2. σ²_S = max((0 − 1/2)/3, 0) = 0, σ²_P = max((1/6 − 1/2)/2, 0)
+    # = 0: Var = MS_E/(S·P) = 1/12. The truncated mean squares M_S = M_P = MS_E = 1/2 keep their df:
+    # ν = (1/2 + 1/2 − 1/2)² / ((1/2)²/1 + (1/2)²/2 + (1/2)²/2) = (1/4)/(1/2) = 0.5
     r = paired_difference(frame({"a": [[1, 0, 0], [0, 0, 1]], "b": np.zeros((2, 3))}), "a", "b", "greedy")
-    assert r["se"] == pytest.approx(math.sqrt(1 / 12), abs=1e-12) and r["df"] == 2
-    same = paired_difference(frame({"a": [[1, 0, 1], [0, 1, 1]], "b": [[1, 0, 1], [0, 1, 1]]}), "a", "b", "greedy")
-    assert same["diff"] == 0 and 0 < same["se"] <= 1e-6 and not same["separated"]  # identical outputs: never separated
-    best = paired_difference(frame({"a": np.ones((2, 3)), "b": np.zeros((2, 3))}), "a", "b", "greedy")
-    assert best["diff"] == 1 and best["separated"] and best["lo"] > 0.99
+    assert r["se"] == pytest.approx(math.sqrt(1 / 12), abs=1e-12) and r["df"] == pytest.approx(0.5, abs=1e-12)
+    assert (r["var_seed"], r["var_problem"], r["var_resid"]) == pytest.approx((0, 0, 1 / 2), abs=1e-12)
+    assert two_way(np.array([[1, 0, 0], [0, 0, 1]]))["truncated"] == "seed+problem"
+
+
+def test_a_seed_term_the_mean_squares_show_is_kept_where_the_old_floor_dropped_it():
+    # d = [[−1,−1,−1,0],[0,0,1,−1]], S = 2, P = 4. Seed means −3/4, 0; D = −3/8:
+    #   MS_S = P·Σ(d̄_s − D)²/(S−1) = 4·(9/64 + 9/64) = 9/8
+    # problem means −1/2, −1/2, 0, −1/2 (deviations −1/8, −1/8, 3/8, −1/8): MS_P = 2·(12/64)/3 = 1/8
+    # residuals d − d̄_s − d̄_p + D: row 1 (−1/8, −1/8, −5/8, 7/8), row 2 their negatives:
+    #   SS_E = 2·(1 + 1 + 25 + 49)/64 = 19/8, MS_E = (19/8)/3 = 19/24
+    # MS_S + MS_P = 5/4 < 2·MS_E = 19/12: the rule that floors at MS_E/(S·P) fires and drops the seed term
+    #   (Var = 19/192, SE 0.3146, 3 df: −0.375 ± 3.1824·0.3146 = [−1.376, +0.626]), although MS_S > MS_E.
+    # Truncated components: σ²_S = (9/8 − 19/24)/4 = 1/12, σ²_P = max((1/8 − 19/24)/2, 0) = 0, σ²_E = 19/24
+    #   Var = (1/12)/2 + 0 + (19/24)/8 = 8/192 + 19/192 = 9/64, SE = 3/8
+    #   M_S = 19/24 + 4·(1/12) = 9/8 (1 df), M_P = 19/24 (3 df), −MS_E (3 df):
+    #   ν = (9/8)² / ((9/8)² + (19/24)²/3 + (19/24)²/3) = (2187/1728)/(2909/1728) = 2187/2909 = 0.75180
+    #   t_{0.975, 0.75180} = 28.5153: −0.375 ± 28.5153·0.375 = −0.375 ± 10.6932 = [−11.068, +10.318]
+    d = np.array([[-1, -1, -1, 0], [0, 0, 1, -1]])
+    tw = two_way(d)
+    assert (tw["ms_s"], tw["ms_p"], tw["ms_e"]) == pytest.approx((9 / 8, 1 / 8, 19 / 24), abs=1e-12)
+    assert tw["ms_s"] + tw["ms_p"] < 2 * tw["ms_e"]  # where the seed term used to be dropped
+    assert (tw["var_seed"], tw["var_problem"], tw["var_resid"]) == pytest.approx((1 / 12, 0, 19 / 24), abs=1e-12)
+    assert tw["var"] == pytest.approx(9 / 64, abs=1e-12) and tw["df"] == pytest.approx(2187 / 2909, abs=1e-12)
+    assert tw["truncated"] == "problem"
+    r = t_interval(tw["diff"], tw["var"], tw["df"])
+    assert (r["lo"], r["hi"]) == pytest.approx((-11.068, 10.318), abs=1e-3) and not r["separated"]
 
 
 def test_probability_of_improvement_by_hand_count():
@@ -161,15 +193,17 @@ def test_the_interval_covers_a_known_difference():
     # method effects (SD 0.1 logits: a quarter of Var(D)); truth by quadrature (+0.031 for 0.2 logits)
     cover, sep, share = _coverage(2000, 0.2, 0.1, np.random.default_rng(0))
     assert 0.15 < share < 0.4  # the seeds matter here: an interval that ignores them covers less
-    assert 0.92 <= cover <= 0.98 and sep > 0.1
-    # seeds dominating (SD 0.3: ~60% of Var(D)) with 3 seeds: Satterthwaite's ν (2 seed df) under-covers a little
+    # no component dropped, ν from 2 seed df: it over-covers here and separates the true +0.031 rarely (0.046 at
+    # this seed), though more often than a true 0 (test_no_difference_is_rarely_separated)
+    assert 0.93 <= cover and sep > 0.03
+    # seeds dominating (SD 0.3: ~60% of Var(D)) with 3 seeds: still at least 0.93
     cover, _, share = _coverage(1000, 0.2, 0.3, np.random.default_rng(1))
-    assert share > 0.5 and 0.88 <= cover <= 0.98
+    assert share > 0.5 and 0.93 <= cover
 
 
 def test_no_difference_is_rarely_separated():
     cover, sep, _ = _coverage(4000, 0.0, 0.1, np.random.default_rng(2))
-    assert sep <= 0.07 and cover == pytest.approx(1 - sep)  # the truth is 0: covering it is not separating
+    assert sep <= 0.05 and cover == pytest.approx(1 - sep)  # the truth is 0: covering it is not separating
 
 
 def test_pairwise_rows_describe_and_unpaired_ratio():
@@ -197,3 +231,40 @@ def test_pairwise_rows_describe_and_unpaired_ratio():
                         r"\d\.\d\d, (separated|not separated)", describe(r)), describe(r)
     two = pairwise(frame({"grpo": [[1, 1, 1], [1, 1, 0]], "ppo": [[0, 0, 1], [1, 0, 0]]})).iloc[0]
     assert describe(two) == "grpo − ppo, greedy: +0.500 [-1.237, +2.237], P(A>B) 1.00, not separated, 2 seeds"
+
+
+def test_the_dropping_rule_and_the_vectorised_interval_agree_with_two_way():
+    from analysis.paired import components_variance, mean_squares, truncated_components
+    from experiments.paired_coverage import dropping
+
+    # the hand case above: MS_S + MS_P = 5/4 < 19/12 fires; Var = MS_E/(S·P) = (19/24)/8 = 19/192 on (S−1)(P−1) = 3 df
+    fires, var, df = dropping(9 / 8, 1 / 8, 19 / 24, 2, 4)
+    assert bool(fires) and float(var) == pytest.approx(19 / 192, abs=1e-12) and float(df) == 3
+    # many tables at once (experiments/paired_coverage.py) give each table's two_way Var and ν
+    d = np.random.default_rng(5).normal(0, 1, (6, 3, 40)) + np.random.default_rng(6).normal(0, 0.3, (6, 3, 1))
+    D, ms_s, ms_p, ms_e = mean_squares(d)
+    var, df = components_variance(*truncated_components(ms_s, ms_p, ms_e, 3, 40), ms_e, 3, 40)
+    for i in range(6):
+        tw = two_way(d[i])
+        assert (tw["diff"], tw["var"], tw["df"]) == pytest.approx((D[i], var[i], df[i]), rel=1e-12)
+
+
+def test_the_committed_coverage_table_covers_the_design():
+    """results/paired_coverage/coverage.csv (python experiments/reproduce.py paired_coverage), shown on
+    docs/concepts/statistics.md: shares 0–0.7 at S = 2, 3, 5 and P = 500, at least 2,000 experiments a cell."""
+    from pathlib import Path
+
+    c = pd.read_csv(Path(__file__).resolve().parents[1] / "results" / "paired_coverage" / "coverage.csv")
+    share = "seeds' share of Var(D)"
+    assert sorted(c["seeds"].unique()) == [2, 3, 5] and set(c["problems"]) == {500}
+    assert c[share].min() == 0 and c[share].max() == pytest.approx(0.7) and (c["experiments"] >= 2000).all()
+    many = c[c["seeds"] >= 3]
+    # the page reads the 3-seed greedy-like rows as "somewhat short of 0.95 as the share nears 0.7": the lowest
+    # cell of S >= 3 is 0.926 there (4,000 experiments, SD 0.004), every other S >= 3 cell at least 0.93
+    assert many["coverage"].min() >= 0.92 and (many["coverage"] >= 0.93).sum() >= len(many) - 1
+    low = many.loc[many["coverage"].idxmin()]
+    assert (low["σ²_P, σ²_E"], low["seeds"]) == ("greedy-like", 3)
+    # the dropping rule fires in the pass@1-like regime and under-covers there as the seeds' share grows
+    fired = c[(c["σ²_P, σ²_E"] == "pass@1-like") & (c["seeds"] == 3)]
+    where = pd.to_numeric(fired["dropping: coverage where it fires"])
+    assert where.iloc[-1] < where.iloc[0] - 0.1 and (fired["coverage"] > where).all()

@@ -1,0 +1,135 @@
+"""Re-decide a committed result's paired findings from its own files, without its run folders.
+
+    python -m analysis.redecide default smollm2       # results/<name>/ for each name given
+    python -m analysis.redecide --all                 # every result with a pairs.csv
+
+A result with paired findings publishes the per-problem outcomes behind them (results/<name>/problems.csv.gz,
+analysis.results.write_outcomes), its summary.csv (the methods, in order), its config.yaml (the task's held-out
+problems) and, in findings.md's last line, where each metric's outcomes came from. `Published` reads those files
+into what analysis.findings reads from a run folder, and `redecide` writes pairs.csv, findings.csv, design.csv,
+gains.csv, findings.md, headline.md and pairs.png again through analysis.findings and analysis.report, so that a
+change of the paired test (analysis.paired) reaches every published verdict. Then `python -m analysis.results`
+re-renders the tables that show them. Prints the verdicts that changed: pair, metric, old and new interval.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from gcframe.errors import UserError, cli_entry
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+METRIC = {"greedy": "greedy", "maj": "majk", "pass": "passk", "pass@1": "pass1"}
+SOURCES = re.compile(r"<sub>Outcomes: (?P<parts>.*)\.</sub>")
+
+
+def metric_column(name: str) -> str:
+    """findings' metric label -> the outcome column: greedy, maj@k -> majk, pass@k -> passk, pass@1 -> pass1."""
+    return "pass1" if name == "pass@1" else METRIC[re.sub(r"@\d+$", "", name)]
+
+
+class Published:
+    """The parts of analysis.runs.Runs that analysis.findings reads, from results/<name>/ (module docstring)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        needed = [self.folder / f for f in ("problems.csv.gz", "summary.csv", "config.yaml", "findings.md")]
+        missing = [f.name for f in needed if not f.is_file()]
+        if missing:
+            raise UserError(f"{self.folder} lacks {', '.join(missing)}: only a result that publishes its per-problem "
+                            "outcomes can be re-decided (python experiments/reproduce.py makes it)")
+        frame = pd.read_csv(self.folder / "problems.csv.gz")
+        cfg = yaml.safe_load((self.folder / "config.yaml").read_text()) or {}
+        self.configs = {("result", 0): cfg}
+        self.base_label = "base model" if (cfg.get("model") or {}).get("path") else "SFT base"
+        order = list(dict.fromkeys(pd.read_csv(self.folder / "summary.csv")["method"]))
+        runs = [m for m in order if m in set(frame["method"])]
+        self.methods = runs
+        self.k = (cfg.get("train") or {}).get("eval_k", "k")
+        found = SOURCES.search((self.folder / "findings.md").read_text())
+        if not found:
+            raise UserError(f"{self.folder}/findings.md has no '<sub>Outcomes: ...</sub>' line naming where its "
+                            "outcomes came from: make the result again (python experiments/reproduce.py)")
+        keys = ["method", "seed", "problem"]
+        self._outcomes, self._base = [], None
+        own = frame[frame["method"].isin(runs)]
+        for part in found.group("parts").split("; "):
+            names, source = part.split(": ", 1)
+            metrics = [metric_column(n.strip()) for n in names.split(",")]
+            rows = own.dropna(subset=[metrics[0]])
+            k = int(rows["k"].max()) if "k" in rows and rows["k"].notna().any() and metrics != ["greedy"] else 0
+            cols = keys + metrics + (["k"] if k else [])
+            self._outcomes.append((rows[cols].reset_index(drop=True), metrics, source, k))
+        base = frame[frame["method"] == self.base_label]
+        if len(base) and self._outcomes:
+            first = self._outcomes[0][1]
+            self._base = base[keys + [m for m in first if m in base]].reset_index(drop=True)
+
+    def outcomes(self):
+        return self._outcomes
+
+    def base_outcomes(self):
+        return self._base
+
+
+def _verdicts(path: Path, key: list[str], interval: str) -> dict:
+    if not path.is_file():
+        return {}
+    t = pd.read_csv(path, dtype=str)
+    return {tuple(r[k] for k in key): (r[interval], r["separated"]) for _, r in t.iterrows()}
+
+
+def redecide(folder: Path) -> list[dict]:
+    """Write the paired findings of results/<name>/ again from its outcomes -> the verdicts that changed."""
+    from analysis import findings, report
+
+    folder = Path(folder)
+    runs = Published(folder)
+    files = (("pairs.csv", ["comparison", "metric"], "Δ [95% interval]"),
+             ("gains.csv", ["method", "over", "metric"], "gain [95% interval]"))
+    before = {name: _verdicts(folder / name, key, col) for name, key, col in files}
+    table, _ = findings.tests(runs)
+    findings.write(runs, folder)
+    if (folder / "pairs.png").is_file():
+        report.fig_pairs(runs, table, folder / "pairs.png")
+    changed = []
+    for name, key, col in files:
+        after = _verdicts(folder / name, key, col)
+        for k, (old, sep) in before[name].items():
+            new, new_sep = after.get(k, ("(gone)", ""))
+            if new_sep != sep:
+                pair = k[0] if name == "pairs.csv" else f"{k[0]} − {k[1]}"
+                changed.append({"result": folder.name, "comparison": pair, "metric": k[-1],
+                                "before": f"{old}, {'separated' if sep == 'yes' else 'not separated'}",
+                                "now": f"{new}, {'separated' if new_sep == 'yes' else 'not separated'}"})
+    return changed
+
+
+@cli_entry
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis.redecide", description=__doc__.split("\n")[0])
+    p.add_argument("names", nargs="*", help="results/<name> folders to re-decide")
+    p.add_argument("--all", action="store_true", help="every result with a pairs.csv")
+    p.add_argument("--changes", type=Path, help="also write the changed verdicts to this CSV")
+    args = p.parse_args(argv)
+    names = sorted(f.parent.name for f in RESULTS.glob("*/pairs.csv")) if args.all else args.names
+    if not names:
+        raise UserError("name a result (python -m analysis.redecide default) or give --all")
+    changed = [c for n in names for c in redecide(RESULTS / n)]
+    for c in changed:
+        print(f"{c['result']}: {c['comparison']}, {c['metric']}: {c['before']} -> {c['now']}")
+    print(f"{len(changed)} verdict(s) changed in {len(names)} result(s)")
+    if args.changes:
+        pd.DataFrame(changed, columns=["result", "comparison", "metric", "before", "now"]).to_csv(args.changes,
+                                                                                                index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
