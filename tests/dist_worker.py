@@ -65,7 +65,8 @@ def demo_pairs(task) -> list[dict]:
 
 
 def run(base_dir: str, accelerator, work_dir: str) -> dict[str, dict]:
-    """Two steps of every configuration -> {name: {params, initial, shards, loss, grad_norm, rows, bytes}}, and for
+    """Two steps of every configuration -> {name: {params, initial, shards, loss, grad_norm, rows, bytes, grads}}
+    (grads: {"policy" / "aux<i>": [each optimiser step's gradients, flattened]}), and for
     two of them the per-problem rows of an evaluation after the steps (`problems`)."""
     from unittest import mock
 
@@ -87,6 +88,16 @@ def flat(model) -> torch.Tensor:
 
     return torch.cat([(p.full_tensor() if isinstance(p, DTensor) else p).detach().flatten()
                       for p in model.parameters()])
+
+
+def flat_grads(opt) -> torch.Tensor:
+    """Every gradient an optimiser is about to apply, flattened into one vector (sharded ones gathered: collective;
+    a parameter without one counts as zeros)."""
+    from torch.distributed.tensor import DTensor
+
+    full = lambda t: t.full_tensor() if isinstance(t, DTensor) else t  # noqa: E731
+    return torch.cat([(full(p.grad) if p.grad is not None else torch.zeros_like(full(p.detach()))).flatten()
+                      for g in opt.param_groups for p in g["params"]])
 
 
 def generation_gathers(trainer, max_new_tokens: int, through_generator: bool) -> int:
@@ -131,16 +142,25 @@ def _two_steps(name: str, base_dir: str, accelerator, work_dir: str) -> dict:
     policy = accelerator.unwrap_model(trainer.policy)
     initial = flat(policy).clone()
     losses, norms, shards, rows = [], [], [], []
+    # each step's gradients of the policy and of the auxiliary models (PPO's critic), as their optimisers are about
+    # to apply them (after clipping)
+    grads = {"policy": [], **{f"aux{i}": [] for i in range(len(trainer.aux_opts))}}
+    inner = [getattr(o, "optimizer", o) for o in (trainer.opt, *trainer.aux_opts)]  # the torch ones accelerate wraps
+    hooks = [o.register_step_pre_hook(lambda o, a, k, key=key: grads[key].append(flat_grads(o)))
+             for key, o in zip(grads, inner)]
     for step in range(cfg.train.steps):
         row, batch = trainer.train_step(step)
         rows.append(row)
         losses.append(row["loss"])
         norms.append(row["grad_norm"])  # Adam hides a gradient's scale; the norm does not
         shards.append((accelerator.process_index, [t["prompt"] for t in batch.texts], batch.group_ids.tolist()))
+    for h in hooks:
+        h.remove()
     from gcframe import sharding
 
     out = {"params": flat(policy), "initial": initial,
            "shards": gather_object([shards]), "loss": losses, "grad_norm": norms,  # shards[rank][step]
+           "grads": grads,
            "rows": rows, "bytes": [sharding.local_bytes(m, o) for m, o in
                                    [(trainer.policy, trainer.opt), *zip(trainer.aux_models, trainer.aux_opts)]]}
     if name in ("grpo/token-mean", "fsdp/grpo"):  # an evaluation: each process scores its share of the problems

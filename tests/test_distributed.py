@@ -104,6 +104,24 @@ def test_fsdp_two_processes_update_like_one(two_and_one, name):
     assert torch.equal(two[name]["saved"], two[name]["params"])
 
 
+@pytest.mark.parametrize("name", ["fsdp/ppo", "ppo"])
+def test_the_critic_and_the_policy_get_the_gradients_of_one_process(two_and_one, name):
+    """PPO's critic V_ψ and the policy under FSDP2 (and DDP): every optimiser step's gradients on 2 processes equal
+    one process's. The critic's head starts at zero, so at the first step only the head (32 weights + 1 bias) has a
+    gradient (V = 0 does not depend on the backbone); the second step's reaches the layers, through the all-gathers
+    FSDP2 hooks onto the critic's output. The weights are float64 (they agree to ~3e-16 relative here), but
+    V_ψ's values are float32 (ScalarHeadModel.values): where hidden states differ in their last float64 bits a value
+    may round the other way, so the bound is float32's, 1e-6 of the largest entry."""
+    two, one = two_and_one
+    for part in ("policy", "aux0"):  # aux0: the critic
+        assert len(two[name]["grads"][part]) == len(one[name]["grads"][part]) == 2  # one per optimiser step
+        for step, (g2, g1) in enumerate(zip(two[name]["grads"][part], one[name]["grads"][part])):
+            scale, diff = float(g1.abs().max()), float((g2 - g1).abs().max())
+            assert scale > 0 and diff <= 1e-6 * scale, (part, step, diff, scale)
+    first, second = one[name]["grads"]["aux0"]
+    assert (first != 0).sum() == 33 and (second != 0).float().mean() > 0.5  # the head only, then the layers too
+
+
 @pytest.mark.parametrize("fsdp,ddp", [("fsdp/grpo", "grpo/seq-mean-token-mean"), ("fsdp/ppo", "ppo")])
 def test_fsdp_holds_half_the_parameters_and_optimiser_state(two_and_one, fsdp, ddp):
     two, _ = two_and_one

@@ -178,6 +178,7 @@ def test_scalar_head_shape_and_zero_init(tok, lm):
     batch = tok(["1+1=2", "12+34=46"], padding=True, return_tensors="pt")
     v = vm(batch["input_ids"], batch["attention_mask"])
     assert v.shape == (2, 8) and v.dtype == torch.float32
+    assert v._base is None  # not a view: FSDP2 hooks the backward's all-gather onto it, and a view may lose the hook
     assert torch.count_nonzero(v) == 0  # zero head -> zero values
     assert torch.count_nonzero(vm.head.weight) == 0 and torch.count_nonzero(vm.head.bias) == 0
     assert count_parameters(vm) == count_parameters(lm.model) + TINY.hidden_size + 1

@@ -56,8 +56,10 @@ class ScalarHeadModel(nn.Module):
         return self.values(self.hidden(input_ids, attention_mask))
 
     def values(self, h: torch.Tensor) -> torch.Tensor:
-        """The head on hidden states [N, L, H] -> [N, L] (float32)."""
-        return self.head(h.to(self.head.weight.dtype)).squeeze(-1).float()
+        """The head on hidden states [N, L, H] -> [N, L] (float32), a tensor of its own, never a view: FSDP2 hooks the
+        all-gather of the backward onto the output of a sharded module's forward, and warns that a view (squeeze's,
+        or float()'s no-op on float32) may lose that hook."""
+        return self.head(h.to(self.head.weight.dtype)).squeeze(-1).to(torch.float32, copy=True)
 
     def save(self, path: str) -> None:
         """Write the backbone (HF format) to `path/backbone`, the head to `path/scalar_head.pt` (and the LM head, if
