@@ -1,4 +1,6 @@
-"""CISPO: Clipped IS-weight Policy Optimization (MiniMax 2025, "MiniMax-M1", arXiv:2506.13585, §3.1, eqs. 4–5).
+"""CISPO (MiniMax-M1 2025, arXiv:2506.13585, eqs. 4–5): a clipped, stopped importance weight, no gradient zeroed.
+
+Clipped IS-weight Policy Optimization (MiniMax-M1 report, §3.1).
 
 REINFORCE with a clipped, stopped-gradient importance weight (eq. 4), on GRPO's group advantage:
 

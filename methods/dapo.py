@@ -1,4 +1,6 @@
-"""DAPO: Decoupled Clip and Dynamic sAmpling Policy Optimization (Yu et al. 2025, arXiv:2503.14476, eq. 8, §3).
+"""DAPO (Yu et al. 2025, arXiv:2503.14476, eq. 8): clip-higher, token-level loss, dynamic sampling, overlong shaping.
+
+Decoupled Clip and Dynamic sAmpling Policy Optimization (§3).
 
 GRPO's group advantage (eq. 9, std scaling kept) under four changes, each in the one place it belongs:
 
@@ -21,6 +23,7 @@ constraint 0 < |{o_i correct}| < G does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -45,7 +48,7 @@ class DAPO(GRPO):
     """Data: `ctx.rollout(B, G)` with dynamic sampling on (train.dynamic_sampling, DAPO §3.2): groups without a reward
     difference are replaced by groups of fresh prompts until B groups carry one (up to train.max_prompts_per_step)."""
 
-    train_defaults = {"dynamic_sampling": True}
+    train_defaults: ClassVar[dict] = {"dynamic_sampling": True}
 
     @dataclass
     class Config(GRPO.Config):

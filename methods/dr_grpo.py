@@ -1,4 +1,6 @@
-"""Dr. GRPO, "GRPO Done Right" (Liu et al. 2025, "Understanding R1-Zero-Like Training", arXiv:2503.20783, §3.2).
+"""Dr. GRPO (Liu et al. 2025, arXiv:2503.20783, §3.2): GRPO without std scaling and 1/|o_i|, a constant normaliser.
+
+"GRPO Done Right", from "Understanding R1-Zero-Like Training".
 
 GRPO's objective with its two normalisations removed (the terms the paper's Figure 1 marks in red): no 1/|o_i|
 per completion, which rewards long wrong answers (their per-token penalty shrinks with length), and no division by

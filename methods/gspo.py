@@ -1,4 +1,6 @@
-"""Group Sequence Policy Optimization (Zheng et al. 2025, arXiv:2507.18071, eqs. 5–7 and 10).
+"""GSPO (Zheng et al. 2025, arXiv:2507.18071, eqs. 5–7, 10): the sequence's geometric-mean ratio, clipped per sequence.
+
+Group Sequence Policy Optimization.
 
 GRPO's data and group advantage (eq. 6, Â_i = (R_i − mean(R)) / std(R)), with the importance ratio and its clip
 moved from the token to the sequence: the geometric mean of the completion's token ratios (eq. 7),

@@ -1,4 +1,6 @@
-"""SAPO: Soft Adaptive Policy Optimization (Gao et al. 2025, Qwen, arXiv:2511.20347, §3).
+"""SAPO (Gao et al. 2025, arXiv:2511.20347, §3): GRPO with the hard clip replaced by a temperature-controlled soft gate.
+
+Soft Adaptive Policy Optimization (Qwen).
 
 GRPO's data and group advantage, with the hard clip replaced by a smooth gate of the token ratio r_{i,t}:
 
@@ -44,7 +46,7 @@ class SAPO(GRPO):
                                     f"got {getattr(self, key)}")
 
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
-        """GC_{i,t} = Â_{i,t} · 4 r_{i,t} · p_{i,t} (1 − p_{i,t}) − β c_{i,t},   p = σ(τ_{i,t} (r_{i,t} − 1))   (SAPO §3)
+        """GC_{i,t} = Â_{i,t} · 4 r_{i,t} · p_{i,t} (1 − p_{i,t}) − β c_{i,t},  p = σ(τ_{i,t} (r_{i,t} − 1))  (SAPO §3)
 
         Derivation: f(r) = σ(τ(r − 1))·4/τ, so df/dr = 4 σ'(τ(r − 1)) = 4 p(1 − p), and ∇r = r ∇log π_θ:
         ∇[f(r) Â] = Â · 4 p(1 − p) · r · ∇log π_θ. The soft weight w = 4p(1 − p) is 1 at r = 1 and falls towards 0
@@ -53,10 +55,12 @@ class SAPO(GRPO):
         cfg, mask = self.cfg, batch.completion_mask
         adv = batch.data["advantages"]  # [N, T]
         ratio = (logp.detach() - self.old_logp(batch, logp)).exp()  # r [N, T]
-        tau = torch.where(adv > 0, torch.full_like(ratio, cfg.tau_pos), torch.full_like(ratio, cfg.tau_neg))  # [N, T], in r's dtype
+        pos, neg = torch.full_like(ratio, cfg.tau_pos), torch.full_like(ratio, cfg.tau_neg)  # in r's dtype
+        tau = torch.where(adv > 0, pos, neg)  # τ_{i,t} [N, T]
         p = torch.sigmoid(tau * (ratio - 1))  # [N, T]
         weight = 4 * p * (1 - p)  # f'(r) [N, T]: the soft gate's weight, 1 at r = 1
         gc = adv * weight * ratio - self.kl_coefficient(batch, logp, ratio)  # [N, T]
-        self.record(gate_weight_mean=masked_mean(weight, mask), gate_weight_min=weight.masked_fill(mask == 0, 1.0).min(),
+        self.record(gate_weight_mean=masked_mean(weight, mask),
+                    gate_weight_min=weight.masked_fill(mask == 0, 1.0).min(),
                     gate_below_half_frac=masked_mean((weight < 0.5).float(), mask), ratio_mean=masked_mean(ratio, mask))
         return gc

@@ -213,3 +213,15 @@ def test_dapo_refuses_a_cache_longer_than_the_completions():
     with pytest.raises(UserError, match=r"overlong_cache \(9\) exceeds train.max_new_tokens \(8\)"):
         get_method("dapo").check_run(cfg, "dapo")
     get_method("dapo").check_run(from_dict({"train": {"group_size": 4, "max_new_tokens": 8}}), "dapo")  # 8/5 -> 2
+
+
+@pytest.mark.parametrize("name", ["gspo", "cispo", "sapo", "dapo", "dr_grpo"])
+def test_on_policy_every_gc_is_the_advantage(name):
+    """One pass over a batch (train.epochs = minibatches = 1): π_old = π_θ, every ratio is 1, no clip or gate acts,
+    and at β = 0 GC = Â: these methods then differ from GRPO only in advantage and normaliser."""
+    logp = torch.log(torch.tensor([[0.3, 0.6], [0.2, 0.9]], dtype=torch.float64))
+    b = make([1.0, 0.0], logp, logp.clone())
+    del b.data["old_logp"]  # what the engine stores when it does not reuse the batch
+    m = method(name)
+    m.prepare(b)
+    assert torch.equal(m.coefficients(b, logp), b.data["advantages"])

@@ -24,14 +24,13 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import trl  # noqa: F401  (the `test` extra: without it this file fails, it does not skip)
 
-trl = pytest.importorskip("trl")  # the `test` extra installs it; CI does not skip
-
-from gcframe.batch import Batch  # noqa: E402
-from gcframe.engine import Normaliser, weighted_mle_loss  # noqa: E402
-from gcframe.textbook import TEXTBOOK  # noqa: E402
-from methods import get_method  # noqa: E402
-from methods.dapo import overlong_penalty  # noqa: E402
+from gcframe.batch import Batch
+from gcframe.engine import Normaliser, weighted_mle_loss
+from gcframe.textbook import TEXTBOOK
+from methods import get_method
+from methods.dapo import overlong_penalty
 
 N, G, T = 8, 4, 5  # two groups of four completions, at most T = L_max = 5 tokens
 TOL = 1e-8
@@ -69,7 +68,8 @@ class StandIn:
         self.off_policy_mask_threshold = args.off_policy_mask_threshold
         self.top_entropy_quantile = args.top_entropy_quantile
         self.max_completion_length = args.max_completion_length
-        self.use_vllm, self.vllm_importance_sampling_correction = args.use_vllm, args.vllm_importance_sampling_correction
+        self.use_vllm = args.use_vllm
+        self.vllm_importance_sampling_correction = args.vllm_importance_sampling_correction
         self.entropy_coef, self.use_adaptive_entropy = args.entropy_coef, args.use_adaptive_entropy
         self._entropy_bonus_enabled = self.entropy_coef != 0.0 or self.use_adaptive_entropy
         self.aux_loss_enabled = False
@@ -124,7 +124,8 @@ CASES = {
     "dapo": (("dapo", {"overlong_cache": 2}), {"loss_type": "dapo", "epsilon_high": 0.28}),
     "dapo β": (("dapo", {"beta": 0.1, "overlong_cache": 2}), {"loss_type": "dapo", "beta": 0.1, "epsilon_high": 0.28}),
     "cispo": (("cispo", {"clip_eps_high": 0.3}), {"loss_type": "cispo", "epsilon_high": 1.3}),
-    "cispo β": (("cispo", {"beta": 0.1, "clip_eps_high": 0.3}), {"loss_type": "cispo", "beta": 0.1, "epsilon_high": 1.3}),
+    "cispo β": (("cispo", {"beta": 0.1, "clip_eps_high": 0.3}),
+                {"loss_type": "cispo", "beta": 0.1, "epsilon_high": 1.3}),
     "sapo": (("sapo", {"tau_pos": 8.0, "tau_neg": 10.0}),
              {"loss_type": "sapo", "sapo_temperature_pos": 8.0, "sapo_temperature_neg": 10.0}),
     # TRL's defaults: its torch.where(Â > 0, τ_pos, τ_neg) of two Python floats is a float32 tensor, so it runs
@@ -163,15 +164,15 @@ def test_the_data_make_the_branches_bite():
 def test_a_wrong_normaliser_is_caught():
     """The comparison can fail: GRPO's seq-mean-token-mean against TRL's bnpo (token-mean) differs."""
     d = data()
-    value, grad, adv = engine_loss_and_grad(d, "grpo", beta=0.1)
-    trl_value, trl_grad = trl_loss_and_grad(d, adv, loss_type="bnpo", beta=0.1)
+    _, grad, adv = engine_loss_and_grad(d, "grpo", beta=0.1)
+    _, trl_grad = trl_loss_and_grad(d, adv, loss_type="bnpo", beta=0.1)
     assert (trl_grad - grad).abs().max() > 1e-3 * grad.abs().max()
 
 
 def test_dapo_overlong_shaping_equals_trls_soft_overlong_punishment():
     from trl.rewards import get_soft_overlong_punishment
 
-    lengths = list(range(0, 25))
+    lengths = list(range(25))
     theirs = get_soft_overlong_punishment(max_completion_len=20, soft_punish_cache=6)([[1] * n for n in lengths])
     ours = overlong_penalty(torch.tensor(lengths, dtype=torch.float64), 20, 6).tolist()
     assert ours == pytest.approx(theirs, abs=1e-15) and min(ours) == -1.0 and ours[14] == 0.0 and ours[15] < 0

@@ -285,7 +285,8 @@ def method_section(name: str) -> str:
     if cls.needs_groups:
         flags.append("needs `train.group_size >= 2` (`needs_groups`)")
     if cls.train_defaults:
-        runs = ", ".join(f"`{k}: {str(v).lower() if isinstance(v, bool) else v}`" for k, v in cls.train_defaults.items())
+        runs = ", ".join(f"`{k}: {str(v).lower() if isinstance(v, bool) else v}`"
+                         for k, v in cls.train_defaults.items())
         flags.append(f"runs with {runs} in its train section unless its own `methods.{cls.name}.train` sets them "
                      "(`train_defaults`)")
     out = ["## At a glance", "", *[f"- {f}" for f in flags], f"- source: `methods/{name}.py`", ""]
