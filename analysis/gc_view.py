@@ -29,7 +29,8 @@ from gcframe.rewards import process_rewards, score
 from gcframe.sampling import make_batch
 
 PAIR_METHODS = ("dpo",)
-"""Methods whose data are preference pairs: every group must be one chosen and one rejected sequence."""
+"""Methods whose data are preference pairs: every group must be one chosen and one rejected sequence (also any method
+class with `pairwise = True`: ipo, simpo, orpo, online_dpo)."""
 
 
 def _bump(field: str, by: int) -> str:
@@ -102,7 +103,8 @@ def compute(runs: list[tuple[str, str, object]], base_dir, task, accelerator, n_
     from gcframe.trainer import Trainer  # noqa: PLC0415 (imports methods; keep analysis importable alone)
 
     note = ("Probe rewards are the outcome verifier's; θ = θ_old = π_ref = the SFT base (ratios 1, k3 KL gradient "
-            "0); DPO sees only the probe rows it can pair (right vs wrong, same prompt).")
+            "0); DPO and the other pair methods see only the probe rows they can pair (right vs wrong, same prompt); KTO "
+            "sees every row as an example, right = desirable, without mismatched rows (z₀ = 0, as at π_θ = π_ref).")
     result: dict = {"probe": None, "methods": {}, "errors": {}, "note": note}
     row0 = task.heldout[0]
     steps = row0.get("steps") or []
@@ -118,8 +120,10 @@ def compute(runs: list[tuple[str, str, object]], base_dir, task, accelerator, n_
             if result["probe"] is None:
                 result["probe"] = _describe(batch, trainer.tok, getattr(task, "fmt", None))
             rows = list(range(len(batch)))
-            if name in PAIR_METHODS:
+            if name in PAIR_METHODS or getattr(trainer.method, "pairwise", False):
                 batch, rows = pair_rows(batch)
+            elif getattr(trainer.method, "unpaired", False):  # KTO: each row an example, right = desirable
+                batch.data.update(desirable=batch.data["correct"].float(), mismatched=torch.zeros(len(batch)))
             gc = method_gc(trainer, batch)
             del trainer
         except Exception as e:  # noqa: BLE001 — recorded in gc_view.json and printed, the report shows it

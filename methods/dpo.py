@@ -101,19 +101,26 @@ class DPOConfig(PreferenceConfig):
         check_positive(self, "beta")
 
 
+def preference_set(cfg: PreferenceConfig, ctx):
+    """(the training pairs, the set's info) of the SFT base's preference set under these options: built once from the
+    base's samples by the main process, then read from the cache (gcframe.rewards.preferences)."""
+    opts = PreferenceOptions.of(ctx.cfg, label_noise=cfg.label_noise, pairs=cfg.pairs,
+                                samples_per_prompt=cfg.samples_per_prompt)
+    sets, info = load_or_build(ctx.cfg, ctx.task, ctx.tok, ctx.base_dir, lambda: ctx.frozen("base"), opts, ctx.acc)
+    return sets["train"], info
+
+
 class PreferencePairs(Method):
     """Data source: P = B·G/2 pairs per step from the SFT base's offline preference set (`pair_batch`)."""
 
     rollout_groups = False
+    pairwise: ClassVar[bool] = True
+    """Every group of a batch is one chosen and one rejected sequence (analysis/gc_view.py pairs its probe so)."""
     Config = PreferenceConfig
 
     def __init__(self, cfg: PreferenceConfig, ctx):
         super().__init__(cfg, ctx)
-        opts = PreferenceOptions.of(ctx.cfg, label_noise=cfg.label_noise, pairs=cfg.pairs,
-                                    samples_per_prompt=cfg.samples_per_prompt)
-        sets, self.pref_info = load_or_build(ctx.cfg, ctx.task, ctx.tok, ctx.base_dir,
-                                             lambda: ctx.frozen("base"), opts, ctx.acc)
-        self.pairs = sets["train"]
+        self.pairs, self.pref_info = preference_set(cfg, ctx)
         t = ctx.cfg.train
         self.n_pairs = t.prompts_per_step * t.group_size // 2  # P = B·G/2 (one fewer sequence if B·G is odd)
         if self.n_pairs < 1:

@@ -29,10 +29,9 @@ import torch
 
 from gcframe.batch import Batch
 from gcframe.errors import UserError
-from gcframe.rewards.preferences import PreferenceOptions, load_or_build
 from gcframe.sampling import make_batch
 from methods.base import Method, register
-from methods.dpo import PreferenceConfig, check_positive, seq_sum
+from methods.dpo import PreferenceConfig, check_positive, preference_set, seq_sum
 
 
 @dataclass
@@ -66,14 +65,12 @@ class KTO(Method):
     Config = KTOConfig
     uses_reference = True
     rollout_groups = False
+    unpaired: ClassVar[bool] = True
+    """Examples stand alone, flagged data["desirable"], with data["mismatched"] rows for z₀ (analysis/gc_view.py)."""
 
     def __init__(self, cfg: KTOConfig, ctx):
         super().__init__(cfg, ctx)
-        opts = PreferenceOptions.of(ctx.cfg, label_noise=cfg.label_noise, pairs=cfg.pairs,
-                                    samples_per_prompt=cfg.samples_per_prompt)
-        sets, self.pref_info = load_or_build(ctx.cfg, ctx.task, ctx.tok, ctx.base_dir,
-                                             lambda: ctx.frozen("base"), opts, ctx.acc)
-        train = sets["train"]
+        train, self.pref_info = preference_set(cfg, ctx)
         self.examples = {side: [{"prompt": r["prompt"], "completion": r[side], "answer": r["answer"]} for r in train]
                          for side in ("chosen", "rejected")}  # desirable, undesirable
         t = ctx.cfg.train

@@ -59,6 +59,8 @@ class OnlineDPO(Method):
     uses_reference = True
     needs_groups = True
     rollout_groups = True
+    pairwise: ClassVar[bool] = True
+    """The batch `collect` returns is pairs (analysis/gc_view.py pairs its probe so)."""
 
     def __init__(self, cfg: OnlineDPOConfig, ctx):
         super().__init__(cfg, ctx)
