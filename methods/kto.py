@@ -80,17 +80,18 @@ class KTO(Method):
                             "example, each with its mismatched row, per step)")
 
     def collect(self, step: int) -> Batch:
-        rows = [r for side in ("chosen", "rejected") for r in self.ctx.draw(self.examples[side], self.n, side)]
+        good = self.ctx.draw(self.examples["chosen"], self.n, "chosen")  # this process's share of the n
+        rows = good + self.ctx.draw(self.examples["rejected"], self.n, "rejected")
         prompts, completions, texts = [], [], []
         for i, r in enumerate(rows):  # example i, then (q_i, o_{i−1}): the completions cycled by one, as TRL
             other = rows[i - 1]["completion"]
             prompts += [r["prompt"], r["prompt"]]
             completions += [r["completion"], other]
-            texts += [{**r, "side": "desirable" if i < self.n else "undesirable"},
+            texts += [{**r, "side": "desirable" if i < len(good) else "undesirable"},
                       {"prompt": r["prompt"], "completion": other, "answer": r["answer"], "side": "mismatched"}]
         batch = make_batch(self.ctx.tok, prompts, completions, torch.arange(len(rows)).repeat_interleave(2).tolist(),
                            texts)  # [4n]: example and mismatched row share a group id
-        is_desirable = (torch.arange(len(rows)) < self.n).float()  # [2n]: the first n examples
+        is_desirable = (torch.arange(len(rows)) < len(good)).float()  # [2n]: the drawn desirable ones first
         batch.data["desirable"] = torch.stack([is_desirable, torch.zeros_like(is_desirable)], 1).flatten()  # [4n]
         batch.data["mismatched"] = torch.tensor([0.0, 1.0]).repeat(len(rows))  # [4n]
         return batch

@@ -85,13 +85,14 @@ def test_bad_options_are_one_line(name, options, match):
 
 
 # -- KTO's data source ------------------------------------------------------------------------------------------------
-def test_kto_batch_holds_both_signs_and_mismatched_rows(tok):
+@pytest.mark.parametrize("world", [1, 2])
+def test_kto_batch_holds_both_signs_and_mismatched_rows(tok, world):
     rows = _rows(6)
     draws = {"chosen": [], "rejected": []}
 
-    def draw(data, n, name):
+    def draw(data, n, name):  # under 2 processes, ctx.draw hands each its half: process 0's is shown
         draws[name].append(n)
-        return data[:n]
+        return data[:n // world]
 
     ctx = NS(tok=tok, draw=draw)
     m = _method("kto", ctx=ctx)
@@ -100,6 +101,10 @@ def test_kto_batch_holds_both_signs_and_mismatched_rows(tok):
     m.n = 2  # B·G = 8: 2 desirable + 2 undesirable examples, 4 mismatched rows
     batch = m.collect(0)
     assert draws == {"chosen": [2], "rejected": [2]}
+    if world == 2:  # one desirable ("1") and one undesirable ("x") example, each with its mismatched row
+        assert batch.data["desirable"].tolist() == [1, 0, 0, 0] and batch.data["mismatched"].tolist() == [0, 1] * 2
+        assert [t["completion"] for t in batch.texts] == ["1", "x", "x", "1"]
+        return
     assert batch.data["mismatched"].tolist() == [0, 1] * 4
     assert batch.data["desirable"].tolist() == [1, 0, 1, 0, 0, 0, 0, 0]
     assert batch.group_ids.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
