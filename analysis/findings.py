@@ -12,6 +12,11 @@ from these tables.
                    0.8), the seeds or problems that would halve it and the task's held-out problems
     findings.md    the sentences, from the three tables; headline.md their short form (greedy only)
 
+pairs.csv and gains.csv have a `subgroup` column: "all" (every test problem), then the same rows on each planned
+subgroup of the task's test problems where the task defines them (`problem_subgroups`: arithmetic's carry /
+no_carry), so that a cost on one part of the problems is reported beside a gain on the other. The orderings, the
+design and the sentences are decided on all problems; findings.md and headline.md add the gains per subgroup.
+
 At one seed every interval covers that run's problems, not a new training run (SCOPE), and every sentence with a
 verdict says so. Which methods beat which is said as the groups the test orders (`ordered_groups`).
 
@@ -53,6 +58,76 @@ def tests(runs: Runs) -> tuple[pd.DataFrame, list[str]]:
     return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()), sources
 
 
+ALL = "all"  # the subgroup of every problem
+
+
+def _task_class(runs: Runs):
+    """The class of the runs' task (gcframe.tasks.TASKS), or None for a name it does not know."""
+    from gcframe import tasks
+
+    cfg = next(iter(runs.configs.values()), None) or {}
+    name = (cfg.get("task") or {}).get("name", "arithmetic")
+    return getattr(tasks, tasks.TASKS[name]) if name in tasks.TASKS else None
+
+
+def problem_subgroups(runs: Runs) -> dict[str, str]:
+    """problem id -> its planned subgroup, for the test problems of the runs' task (the task's `subgroups()`, e.g.
+    ArithmeticTask's carry / no_carry, computed from the problem itself); {} for a task that plans none. The task is
+    built from the runs' config, so a result's own config.yaml names the same problems."""
+    cfg = next(iter(runs.configs.values()), None) or {}
+    if not hasattr(_task_class(runs), "subgroups"):
+        return {}
+    from gcframe.config import from_dict
+    from gcframe.evaluate.problems import problem_id
+    from gcframe.pipeline import prepare
+
+    _, task = prepare(from_dict({k: v for k, v in cfg.items() if k in ("task", "sft_base", "model", "train")}))
+    return {problem_id(row): group for row, group in zip(task.heldout, task.subgroups())}
+
+
+class Subgroup:
+    """`runs` seen on one planned subgroup of the problems: every outcome frame (and the base's) kept to its
+    problems, so that `tests` and `gain_table` decide the same pairs there."""
+
+    def __init__(self, runs, name: str, ids: set[str], words: str):
+        self.runs, self.name, self.ids, self.words = runs, name, ids, words  # words: "with a carry"
+
+    def __getattr__(self, attr):
+        return getattr(self.runs, attr)
+
+    def outcomes(self):
+        return [(f[f["problem"].isin(self.ids)].reset_index(drop=True), metrics, source, k)
+                for f, metrics, source, k in self.runs.outcomes()]
+
+    def base_outcomes(self):
+        base = self.runs.base_outcomes()
+        return None if base is None else base[base["problem"].isin(self.ids)].reset_index(drop=True)
+
+
+def subgroups(runs: Runs) -> list[Subgroup]:
+    """A `Subgroup` view of `runs` for each planned subgroup (`problem_subgroups`), in the task's order; none, with a
+    note, where a scored problem is not one of the task's test problems (the config names other problems)."""
+    groups = problem_subgroups(runs)
+    if not groups:
+        return []
+    seen = {p for f, *_ in runs.outcomes() for p in f["problem"]}
+    if seen - set(groups):  # scored on other problems than the config's test set: no subgroup is known
+        getattr(runs, "notes", []).append(f"no planned subgroups: {len(seen - set(groups))} scored problem(s) "
+                                          "are not test problems of the task the runs' config builds")
+        return []
+    words = getattr(_task_class(runs), "SUBGROUPS", {})
+    names = [n for n in words if n in set(groups.values())] + sorted(set(groups.values()) - set(words))
+    return [Subgroup(runs, n, {p for p, g in groups.items() if g == n}, words.get(n, f"in subgroup {n}"))
+            for n in names]
+
+
+def subgroup_gain_lines(views: list[Subgroup], gains: list[pd.DataFrame], metric: str = "greedy") -> list[str]:
+    """'On the test problems with a carry, over the SFT base (0.048 greedy; 3 seeds × 354 problems): ...' for each
+    subgroup: its gains and its losses, each with its interval."""
+    return [f"On the test problems {v.words}, {line[0].lower()}{line[1:]}" for v, g in zip(views, gains)
+            for line in gain_line(v, g, metric)]
+
+
 def _interval(r) -> str:
     return f"{r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
 
@@ -81,7 +156,8 @@ def pair_rows(runs: Runs, table: pd.DataFrame | None = None) -> list[dict]:
     return [{"comparison": f"{r['a']} − {r['b']}", "metric": metric_name(r["metric"], r["k"]),
              "Δ [95% interval]": _interval(r), **{k: v[i] for k, v in p.items()},
              "separated": "yes" if r["separated"] else "no", "seeds": int(r["n_seeds"]),
-             "problems": int(r["n_problems"]), "paired SE / unpaired SE": f"{r['se'] / r['unpaired_se']:.2f}"}
+             "problems": int(r["n_problems"]), "paired SE / unpaired SE": f"{r['se'] / r['unpaired_se']:.2f}",
+             "subgroup": r.get("subgroup", ALL)}
             for i, (_, r) in enumerate(table.iterrows())]
 
 
@@ -105,7 +181,8 @@ def gain_rows(runs: Runs, gains: pd.DataFrame | None = None) -> list[dict]:
     return [{"method": r["a"], "metric": metric_name(r["metric"], r["k"]), "over": r["b"],
              "gain [95% interval]": _interval(r), **{k: v[i] for k, v in p.items()},
              "separated": "yes" if r["separated"] else "no", "seeds": int(r["n_seeds"]),
-             "problems": int(r["n_problems"])} for i, (_, r) in enumerate(gains.iterrows())]
+             "problems": int(r["n_problems"]), "subgroup": r.get("subgroup", ALL)}
+            for i, (_, r) in enumerate(gains.iterrows())]
 
 
 def gain_line(runs: Runs, gains: pd.DataFrame, metric: str = "greedy") -> list[str]:
@@ -330,18 +407,26 @@ def write(runs: Runs, folder, prefix: str = "") -> list[str]:
     table, sources = tests(runs)
     if table.empty:
         return []
-    pd.DataFrame(pair_rows(runs, table)).to_csv(folder / f"{prefix}pairs.csv", index=False)
+    views = subgroups(runs)  # the planned subgroups' rows follow all problems' (ALL) in pairs.csv and gains.csv
+    parts = [table.assign(subgroup=ALL)] + [tests(v)[0].assign(subgroup=v.name) for v in views]
+    pd.DataFrame(pair_rows(runs, pd.concat(parts, ignore_index=True))).to_csv(folder / f"{prefix}pairs.csv",
+                                                                               index=False)
     claims = claim_rows(runs, table)
     if claims:
         pd.DataFrame(claims).to_csv(folder / f"{prefix}findings.csv", index=False)
     pd.DataFrame(design_rows(runs, table)).to_csv(folder / f"{prefix}design.csv", index=False)
     gains = gain_table(runs)  # once: it reads every per-problem file
+    sub_gains = [gain_table(v) for v in views]
     if len(gains):
-        pd.DataFrame(gain_rows(runs, gains)).to_csv(folder / f"{prefix}gains.csv", index=False)
-    lines = sentences(runs, table, gains)
+        every = pd.concat([gains.assign(subgroup=ALL)] + [g.assign(subgroup=v.name) for v, g in zip(views, sub_gains)],
+                          ignore_index=True)
+        pd.DataFrame(gain_rows(runs, every)).to_csv(folder / f"{prefix}gains.csv", index=False)
+    lines = sentences(runs, table, gains) + subgroup_gain_lines(views, sub_gains)
     note = f"\n<sub>Outcomes: {'; '.join(sources)}.</sub>\n"
     (folder / f"{prefix}findings.md").write_text("".join(f"- {s}\n" for s in lines) + note)
-    (folder / f"{prefix}headline.md").write_text("".join(f"- {s}\n" for s in headline(runs, table, gains)) + note)
+    short = headline(runs, table, gains) + (subgroup_gain_lines(views, sub_gains) if not table.empty and
+                                            (table["metric"] == "greedy").any() else [])
+    (folder / f"{prefix}headline.md").write_text("".join(f"- {s}\n" for s in short) + note)
     return lines
 
 

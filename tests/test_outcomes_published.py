@@ -1,5 +1,6 @@
 """Every result with paired findings publishes the per-problem outcomes behind them (results/<name>/problems.csv.gz),
-and every interval of its pairs.csv is recomputed from them with the documented formula (analysis.paired)."""
+and every interval of its pairs.csv is recomputed from them with the documented formula (analysis.paired), a planned
+subgroup's row (its `subgroup` column: carry / no_carry) from the outcomes of that subgroup's problems."""
 import re
 from pathlib import Path
 
@@ -26,6 +27,23 @@ def _recomputed(out: pd.DataFrame, a: str, b: str, metric: str) -> tuple[str, st
     return f"{r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]", str(r["n_seeds"]), str(r["n_problems"])
 
 
+def _subgroup(name: str, out: pd.DataFrame, table: pd.DataFrame):
+    """-> a function (subgroup name -> the outcomes of its problems); the task built from the result's config.yaml
+    says which test problem is in which (analysis.findings.problem_subgroups)."""
+    if "subgroup" not in table or (table["subgroup"] == "all").all():
+        return lambda group: out
+    from types import SimpleNamespace
+
+    import yaml
+
+    from analysis.findings import problem_subgroups
+
+    cfg = yaml.safe_load((RESULTS / name / "config.yaml").read_text())
+    groups = problem_subgroups(SimpleNamespace(configs={("result", 0): cfg}))
+    assert set(out["problem"]) <= set(groups), name
+    return lambda group: out if group == "all" else out[out["problem"].map(groups) == group]
+
+
 def test_every_result_with_paired_findings_publishes_its_outcomes():
     for name in PAIRED:
         assert (RESULTS / name / "problems.csv.gz").exists(), name
@@ -36,10 +54,12 @@ def test_every_published_interval_is_recomputed_from_the_outcomes(name):
     out = pd.read_csv(RESULTS / name / "problems.csv.gz")
     pairs = pd.read_csv(RESULTS / name / "pairs.csv", dtype=str)
     assert len(pairs) > 0
+    on = _subgroup(name, out, pairs)
     for _, row in pairs.iterrows():
         a, b = row["comparison"].split(" − ")
-        assert _recomputed(out, a, b, row["metric"]) == (row["Δ [95% interval]"], row["seeds"], row["problems"]), \
-            (name, a, b, row["metric"])
+        group = row.get("subgroup", "all")
+        assert _recomputed(on(group), a, b, row["metric"]) == \
+            (row["Δ [95% interval]"], row["seeds"], row["problems"]), (name, a, b, row["metric"], group)
 
 
 @pytest.mark.parametrize("name", sorted(p.parent.name for p in RESULTS.glob("*/gains.csv")))
@@ -49,7 +69,9 @@ def test_every_gain_over_the_base_is_recomputed_from_the_outcomes(name):
     out = pd.read_csv(RESULTS / name / "problems.csv.gz")
     gains = pd.read_csv(RESULTS / name / "gains.csv", dtype=str)
     assert len(gains) > 0
+    on = _subgroup(name, out, gains)
     for _, row in gains.iterrows():
         assert row["over"] in set(out["method"]), (name, row["over"])
-        assert _recomputed(out, row["method"], row["over"], row["metric"]) == \
-            (row["gain [95% interval]"], row["seeds"], row["problems"]), (name, row["method"], row["metric"])
+        group = row.get("subgroup", "all")
+        assert _recomputed(on(group), row["method"], row["over"], row["metric"]) == \
+            (row["gain [95% interval]"], row["seeds"], row["problems"]), (name, row["method"], row["metric"], group)

@@ -114,7 +114,9 @@ def test_the_base_is_scored_once_and_each_method_tested_against_it(out, tiny_bas
     assert rows[f"{runs.base_label} (step 0)"]["accuracy, 16 problems"] == "0.250"
     findings.write(runs, tmp_path)
     written = (tmp_path / "gains.csv").read_text()
-    assert written.startswith("method,metric,over,gain [95% interval]") and written.count("\ngrpo,") == 4
+    assert written.startswith("method,metric,over,gain [95% interval]") and written.count("\ngrpo,") == 4 * 3
+    assert written.count(",all\n") == written.count(",carry\n") == written.count(",no_carry\n") == 8  # 2 methods
+    # × 4 metrics on all 16 problems, then on each planned subgroup of them (analysis.findings.subgroups)
     assert (f"Over the {runs.base_label} (0.250 greedy; 1 seed × 16 problems: each interval covers this run's "
             "problems, not a new training run): grpo +0.125 [-0.057, +0.307], not separated; rloo -0.125"
             ) in (tmp_path / "findings.md").read_text()

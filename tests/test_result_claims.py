@@ -12,10 +12,13 @@ RESULTS = ROOT / "results"
 
 
 def _csv(name: str) -> pd.DataFrame:
+    """A result's CSV; of pairs.csv and gains.csv the rows on all problems (subgroup "all"), which the prose states
+    unless it names a planned subgroup."""
     path = RESULTS / name
     if not path.is_file():
         pytest.skip(f"{name} not made yet")
-    return pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    return frame[frame["subgroup"] == "all"].reset_index(drop=True) if "subgroup" in frame else frame
 
 
 def _page(name: str) -> str:

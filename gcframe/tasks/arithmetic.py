@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import operator
 import random
+from typing import ClassVar
 
 import datasets
 
@@ -49,6 +50,7 @@ class ArithmeticTask:
         heldout, train = indices[: cfg.n_heldout], indices[cfg.n_heldout :]
 
         self.heldout = self._dataset(heldout)
+        self.heldout_operands = [self.operands_of(i) for i in heldout]  # in `.heldout`'s order (`subgroups`)
         self.prompts = self._dataset(train)
         self.train_indices = train  # the training problems in `.prompts`' order, demonstrations first (`exact_demos`)
         self.demos = self._demo_dataset(train[: cfg.n_demos], random.Random(f"noise-{cfg.seed}"),
@@ -102,6 +104,29 @@ class ArithmeticTask:
             total = add(total, x)
             sums.append(str(total))
         return sums if self.cfg.show_steps else sums[-1:]
+
+    @staticmethod
+    def carries(operands: list[int]) -> bool:
+        """Whether adding the operands left to right, column by column, carries anywhere: 57+68 does (7+8 = 15),
+        50+50 does in the tens (5+5 = 10), 12+34 and 45+54 do not; 12+34+56 does in 46+56 (6+6 = 12). The problems
+        on which an annotator who drops carries (task.demo_slip) can be wrong."""
+        total = operands[0]
+        for x in operands[1:]:
+            a, b = total, x
+            while a or b:  # no carry so far, so a column carries when its two digits alone reach 10
+                if a % 10 + b % 10 >= 10:
+                    return True
+                a, b = a // 10, b // 10
+            total += x
+        return False
+
+    SUBGROUPS: ClassVar[dict[str, str]] = {"carry": "with a carry", "no_carry": "without a carry"}
+    """The planned subgroups of the test problems (`subgroups`): name -> what the findings call them."""
+
+    def subgroups(self) -> list[str]:
+        """The planned subgroup of each test problem, in `.heldout`'s order: "carry" where `carries`, else
+        "no_carry" (analysis.findings reports every paired result on both beside all problems)."""
+        return ["carry" if self.carries(ops) else "no_carry" for ops in self.heldout_operands]
 
     def completion(self, operands: list[int]) -> str:
         return ";".join(self.steps(operands))

@@ -1,0 +1,57 @@
+"""Planned subgroups (issue 51, point 4): the arithmetic task says from the problem itself whether its sum carries,
+and every paired result of an arithmetic task is reported on all test problems, then on those with a carry and those
+without (analysis.findings: pairs.csv and gains.csv rows per subgroup)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from analysis import findings
+from gcframe.tasks import TaskConfig, build_task
+from gcframe.tasks.arithmetic import ArithmeticTask
+
+
+@pytest.mark.parametrize("operands, carries", [
+    ([57, 68], True),    # units 7+8 = 15
+    ([50, 50], True),    # tens 5+5 = 10, units 0+0
+    ([5, 5], True),      # 5+5 = 10
+    ([99, 1], True),     # 9+1 = 10
+    ([12, 34], False),   # 2+4 = 6, 1+3 = 4
+    ([45, 54], False),   # 5+4 = 9, 4+5 = 9
+    ([0, 0], False),
+    ([90, 9], False),    # 0+9 = 9, 9+0 = 9
+    ([12, 34, 56], True),   # 12+34 = 46 does not carry; 46+56 does (6+6 = 12)
+    ([10, 20, 30], False),  # 10+20 = 30, 30+30 = 60
+    ([55, 40, 5], True),    # 55+40 = 95, then 95+5: 5+5 = 10
+])
+def test_carries_by_hand(operands, carries):
+    assert ArithmeticTask.carries(operands) is carries
+
+
+def _independent(prompt: str) -> bool:
+    """A 2-operand sum carries iff its digit sum is less than its operands' (each carry turns 10 into 1)."""
+    a, b = (int(x) for x in prompt.rstrip("=").split("+"))
+    digits = lambda n: sum(map(int, str(n)))
+    return digits(a + b) < digits(a) + digits(b)
+
+
+def test_the_subgroups_follow_the_test_problems():
+    task = build_task(TaskConfig(n_demos=100, n_heldout=500, n_validation=100))
+    groups = task.subgroups()
+    assert len(groups) == len(task.heldout) == 500
+    assert groups == ["carry" if _independent(p) else "no_carry" for p in task.heldout["prompt"]]
+    # 2 digits: a sum carries unless both columns stay below 10, 55·55 of the 10,000 problems not: 0.3025
+    assert 0.25 < groups.count("no_carry") / 500 < 0.36
+
+
+def test_the_subgroup_view_keeps_its_problems():
+    frame = pd.DataFrame({"method": ["a", "b"] * 3, "seed": 0, "problem": ["p1", "p1", "p2", "p2", "p3", "p3"],
+                          "greedy": [1, 0, 1, 1, 0, 0]})
+    runs = SimpleNamespace(outcomes=lambda: [(frame, ["greedy"], "final", 0)], base_outcomes=lambda: None,
+                           methods=["a", "b"])
+    view = findings.Subgroup(runs, "carry", {"p1", "p3"}, "with a carry")
+    kept = view.outcomes()[0][0]
+    assert sorted(set(kept["problem"])) == ["p1", "p3"] and len(kept) == 4 and view.methods == ["a", "b"]
+    assert view.base_outcomes() is None
