@@ -41,6 +41,21 @@ def sampling_logp(method: Method, batch: Batch) -> torch.Tensor:
     return batch.data["old_logp"]
 
 
+def check_grouped(cfg, label: str, default: bool) -> None:
+    """Before a run, for a method whose `grouped` option chooses its data source: G >= 2 completions per prompt when
+    grouped, and train.dynamic_sampling (which filters groups) only then (a one-line UserError)."""
+    from gcframe.config import label_options
+
+    name, options, _ = label_options(cfg.methods, label)
+    if options.get("grouped", default) and cfg.train.group_size < 2:
+        raise UserError(f"method '{label}' with grouped: true draws train.group_size completions per prompt: "
+                        f"train.group_size must be >= 2, got {cfg.train.group_size}")
+    if not options.get("grouped", default) and cfg.train.dynamic_sampling:
+        raise UserError(f"train.dynamic_sampling drops prompt groups without reward variance, but '{label}' draws one "
+                        f"completion per prompt (grouped: false): set methods.{name}.grouped: true or turn "
+                        f"dynamic_sampling off for it (methods: {{{label}: {{train: {{dynamic_sampling: false}}}}}})")
+
+
 @register("reinforce_pp")
 class ReinforcePP(Method):
     """Data: `ctx.rollout(B·G, 1)`, one completion of each of B·G prompts from the live policy (Algorithm 1, k = 1);
@@ -80,12 +95,8 @@ class ReinforcePP(Method):
 
     @classmethod
     def check_run(cls, cfg, label: str) -> None:
-        from gcframe.config import label_options
-
         super().check_run(cfg, label)
-        if label_options(cfg.methods, label)[1].get("grouped", cls.Config.grouped) and cfg.train.group_size < 2:
-            raise UserError(f"method '{label}' with grouped: true draws train.group_size completions per prompt: "
-                            f"train.group_size must be >= 2, got {cfg.train.group_size}")
+        check_grouped(cfg, label, cls.Config.grouped)
 
     def collect(self, step: int) -> Batch:
         t = self.ctx.cfg.train

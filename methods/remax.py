@@ -29,7 +29,7 @@ from gcframe.errors import UserError
 from gcframe.kl import k1
 from methods.base import Method, MethodConfig, register
 from methods.grpo import masked_mean
-from methods.reinforce_pp import sampling_logp
+from methods.reinforce_pp import check_grouped, sampling_logp
 
 
 @register("remax")
@@ -59,24 +59,38 @@ class ReMax(Method):
         super().__init__(cfg, ctx)
         self.uses_reference = cfg.beta > 0  # log π_ref only when the KL penalty is on
 
+    @classmethod
+    def check_run(cls, cfg, label: str) -> None:
+        super().check_run(cfg, label)
+        check_grouped(cfg, label, cls.Config.grouped)
+
     def collect(self, step: int) -> Batch:
         t, ctx = self.ctx.cfg.train, self.ctx
         batch = ctx.rollout(t.prompts_per_step, t.group_size) if self.cfg.grouped else \
             ctx.rollout(t.prompts_per_step * t.group_size, 1)  # N sampled completions, data: rewards [N]
+        self.greedy_baseline(batch)
+        return batch
+
+    def greedy_baseline(self, batch: Batch) -> None:
+        """One greedy completion of each prompt of `batch` by the live policy, scored: batch.data["greedy_rewards"]
+        [N] (r̂ of each sequence's prompt) and texts[i]["greedy"]; its tokens are logged as greedy_dropped_tokens."""
+        ctx, rewards = self.ctx, batch.data["rewards"]
         _, inv = torch.unique(batch.group_ids, return_inverse=True)  # prompt index u of each sequence [N]
         first = [int((inv == u).nonzero()[0]) for u in range(int(inv.max()) + 1)]  # one sequence per prompt [U]
-        rows = [{k: batch.texts[i][k] for k in ("prompt", "answer", "steps")} for i in first]
+        rows = [{"prompt": batch.texts[i]["prompt"], "answer": batch.texts[i]["answer"],
+                 "steps": batch.texts[i].get("steps", [])} for i in first]
         greedy = ctx.complete(rows, 1, temperature=0.0)  # ô_u = argmax decoding of prompt u by π_θ  [U]
-        batch.data["greedy_rewards"] = greedy.data["rewards"].to(batch.data["rewards"].dtype)[inv]  # r̂ of o_i's prompt
+        batch.data["greedy_rewards"] = greedy.data["rewards"].to(rewards.device, rewards.dtype)[inv]  # r̂_i [N]
         for text, u in zip(batch.texts, inv.tolist()):
             text["greedy"] = greedy.texts[u]["completion"]
         tokens = ctx.all_sum(greedy.completion_mask.sum().reshape(1).to(ctx.device))  # this step's, every process
         self.record(greedy_dropped_tokens=float(tokens), greedy_reward=greedy.data["rewards"].mean())
-        return batch
 
     @torch.no_grad()
     def prepare(self, batch: Batch) -> None:
         d, mask = batch.data, batch.completion_mask  # mask [N, T]
+        if "greedy_rewards" not in d:  # a batch this method did not collect (the GC view's probe): r̂ of its prompts
+            self.greedy_baseline(batch)
         adv = d["rewards"] - d["greedy_rewards"]  # r_i − r̂_i  [N]
         kl = k1(d["ref_logp"], sampling_logp(self, batch)) if self.cfg.beta > 0 else torch.zeros_like(mask)
         d["advantages"] = kl_penalised_returns(adv, kl, mask, self.cfg.beta)  # [N, T]

@@ -91,6 +91,21 @@ def test_reinforce_pp_group_baseline_needs_groups():
     assert "\n" not in str(e.value)
 
 
+def test_the_grouped_data_source_is_checked_before_a_run():
+    from gcframe.config import from_dict
+
+    cfg = from_dict({"train": {"dynamic_sampling": True}})
+    for name in ("reinforce_pp", "remax"):  # one completion per prompt: no group for dynamic sampling to filter
+        with pytest.raises(UserError, match="grouped: false") as e:
+            get_method(name).check_run(cfg, name)
+        assert "\n" not in str(e.value)
+    get_method("reinforce_pp_baseline").check_run(cfg, "reinforce_pp_baseline")  # grouped by default
+    cfg = from_dict({"train": {"group_size": 1}, "methods": {"remax": {"grouped": True}}})
+    with pytest.raises(UserError, match="group_size must be >= 2"):
+        get_method("remax").check_run(cfg, "remax")
+    get_method("reinforce_pp").check_run(cfg, "reinforce_pp")  # one completion of each of B·G prompts: G = 1 is fine
+
+
 # -- ReMax ---------------------------------------------------------------------------------------------------------
 def test_remax_advantage_is_the_reward_minus_the_greedy_reward():
     # r = [1, 0, 1], greedy rewards r̂ = [1, 1, 0] -> r − r̂ = [0, −1, 1]: a tie gives 0 (tie_frac 1/3)
