@@ -58,7 +58,9 @@ class Recipe:
     base_run: dict = field(default_factory=dict)
     """compare: a comparison made first whose final model every run of this one starts from (the seed's pipeline:
     an SFT stage, then RL from it): {config, method, seed}; its runs go to runs/<name>-<method>/, the model is passed
-    as --model RUNS/<method>/seed<seed>/final, and its tables go into results/<name>/ under the prefix <method>_stage_."""
+    as --model RUNS/<method>/seed<seed>/final, and its tables go into results/<name>/ under the prefix <method>_stage_.
+    Optional "band": (low, high), the greedy accuracy the stage's last evaluation must reach, and "room": the least
+    pass@k − greedy it must leave; a stage outside them stops the recipe before anything runs from it."""
     rescore: list = field(default_factory=list)
     """compare: `python -m gcframe.evaluate` arguments run on the finished comparison (e.g. --problems 500): its final
     models scored on more held-out problems than its training evaluations, for the paired comparison."""
@@ -170,6 +172,26 @@ RECIPES = {
 QUICK_RESCORE = ["--problems", "40"]  # --quick: the re-scoring's plumbing, on a few problems
 
 
+def check_stage(stage: Path, b: dict) -> None:
+    """The earlier stage's base is the one the recipe intends: its last evaluation (train.eval_split) inside b["band"]
+    and with pass@k − greedy of at least b["room"], else one line naming what it reached and what to change."""
+    import json
+
+    metrics = stage / b["method"] / f"seed{b['seed']}" / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if '"eval_accuracy"' in line]
+    last = rows[-1]
+    greedy, passk = last["eval_accuracy"], last.get("eval_passk")
+    fix = (f"change train.steps or train.lr in experiments/configs/{b['config']} (or the task's demo_slip) and run "
+           f"again with {stage} removed")
+    lo, hi = b.get("band", (0.0, 1.0))
+    if not lo <= greedy <= hi:
+        raise UserError(f"the {b['method']} stage ended at {greedy:.3f} greedy (step {last['step']}, {metrics}), "
+                        f"outside the band [{lo}, {hi}] this recipe is designed for: {fix}")
+    if "room" in b and (passk is None or passk - greedy < b["room"]):
+        raise UserError(f"the {b['method']} stage ended at {greedy:.3f} greedy and pass@k {passk}: less than the "
+                        f"{b['room']} of room above greedy this recipe needs (train.eval_k sets k): {fix}")
+
+
 def rescored(out: Path, args: list[str]) -> bool:
     """Whether every run of the comparison `out` has the re-scoring `args` asks for written."""
     n = args[args.index("--problems") + 1] if "--problems" in args else None
@@ -257,6 +279,8 @@ def reproduce(name: str, args) -> Path | None:
             if not (stage / "summary.csv").exists():
                 print(f"{name}: its {b['method']} stage is still running elsewhere; run the same command again later")
                 return None
+            if not args.quick and ("band" in b or "room" in b):
+                check_stage(stage, b)
             model = stage / b["method"] / f"seed{b['seed']}" / "final"
             recipe = replace(recipe, args=[*recipe.args, "--model", str(model)])
         if seeds != recipe.seeds and not args.quick:  # a check, not the result: its own run and result folders

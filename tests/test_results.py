@@ -234,3 +234,34 @@ def test_reproduce_list_puts_every_description_in_one_column():
     width = max(len(line.split(" ", 1)[0]) for line in lines[::2]) + 2
     assert width >= len("word_problems_pipeline") + 2
     assert all(len(line) > width and line[width - 1] == " " and line[width] != " " for line in lines), p.stdout
+
+
+def _stage(tmp_path, evals):
+    """A finished stage folder whose sft/seed0/metrics.jsonl holds these (step, greedy, pass@k) evaluations."""
+    run = tmp_path / "stage" / "sft" / "seed0"
+    run.mkdir(parents=True)
+    rows = [{"step": s, "eval_accuracy": g, **({"eval_passk": k} if k is not None else {})} for s, g, k in evals]
+    rows.insert(1, {"step": 0, "loss": 1.0})  # a training row between evaluations is skipped
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return tmp_path / "stage", {"config": "smollm2_slip_sft.yaml", "method": "sft", "seed": 0}
+
+
+def test_a_stage_inside_its_band_with_room_is_accepted(tmp_path):
+    from experiments.reproduce import check_stage
+
+    stage, b = _stage(tmp_path, [(0, 0.11, 0.21), (96, 0.23, None), (192, 0.31, 0.45)])
+    check_stage(stage, {**b, "band": (0.2, 0.6), "room": 0.10})  # 0.31 in [0.2, 0.6]; 0.45 − 0.31 = 0.14 >= 0.10
+
+
+@pytest.mark.parametrize("evals,what", [
+    ([(0, 0.11, 0.21), (192, 0.65, 0.80)], "0.650 greedy (step 192"),      # above the band: no room for the methods
+    ([(0, 0.11, 0.21), (192, 0.15, 0.40)], "0.150 greedy (step 192"),      # below it
+    ([(0, 0.11, 0.21), (192, 0.31, 0.38)], "pass@k 0.38: less than the 0.1 of room"),  # 0.38 − 0.31 = 0.07 < 0.10
+])
+def test_a_stage_outside_its_band_stops_the_recipe_naming_what_it_reached(tmp_path, evals, what):
+    from experiments.reproduce import check_stage
+
+    stage, b = _stage(tmp_path, evals)
+    with pytest.raises(UserError, match="train.steps or train.lr in experiments/configs/smollm2_slip_sft.yaml") as e:
+        check_stage(stage, {**b, "band": (0.2, 0.6), "room": 0.1})
+    assert what in str(e.value) and "\n" not in str(e.value)
