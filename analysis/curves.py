@@ -5,8 +5,10 @@ eq. 1), and methods compared by the curve's ceiling and efficiency rather than a
     python -m analysis.curves RUN_FOLDER [--axis sequences|tokens|time] [--forecast-half linear|log] [--out DIR]
 
 writes DIR (default RUN_FOLDER/report/): curves.csv (a row per method: A, B, C_mid and their 95% intervals, or the
-word that says why there are none), curves_runs.csv (a row per run), orderings.csv, forecast.csv, curves.md (the
-tables) and curves.png (the fitted curves over the measured points, all methods, log compute).
+word that says why there are none), curves_runs.csv (a row per run), evals.csv (every evaluation of every run:
+method, seed, step, compute, accuracy, problems; `run_fits` refits each run from it alone), orderings.csv,
+forecast.csv, curves.md (the tables) and curves.png (the fitted curves over the measured points, all methods, log
+compute).
 
 The curve, fitted per run (method, seed) with scipy.optimize.curve_fit on the evaluations after step 0:
 
@@ -62,13 +64,15 @@ fitted (analysis.sweep.paired) or said to be not separated:
                                lower of the two mean gains Ā − R₀ (a level both curves reach inside the data), and
                                C(L) = C_mid · ((A − R₀)/(L − R₀) − 1)^(−1/B) from the formula above.
 
-The forecast check: each run is fitted again on the evaluations of the first half of its compute (`linear`:
-C ≤ C_last/2, a run half as long; `log`: C ≤ √(C_first·C_last), half of the log range the evaluations span) and
-its R(C_last) compared with the final evaluation; per method the mean error and mean absolute error over seeds,
+The forecast check: each run is fitted again on every evaluation at or before half of its compute (`linear`:
+C ≤ C_last/2, a run half as long, train.eval_points evaluating at the halfway step itself; `log`:
+C ≤ √(C_first·C_last), half of the log range the evaluations span) and scored only after it: its R(C_last)
+compared with the final evaluation; per method the mean error and mean absolute error over seeds,
 and the mean absolute error over methods. The final evaluation is itself noisy: its binomial σ is printed beside.
 
 Bad input (nothing written, one line, exit 2): no run of the folder can be fitted because of too few evaluations,
-compute that does not increase, no step-0 evaluation or no rise; the line says which, for which runs.
+compute that does not increase, no step-0 evaluation or no rise; a forecast on a run with no evaluation after
+half its compute; the line says which, for which runs.
 """
 from __future__ import annotations
 
@@ -256,7 +260,8 @@ def _problems(cfg: dict) -> int | None:
 
 
 def curve_points(runs: Runs, axis: str) -> pd.DataFrame:
-    """Every evaluation of every run: method, seed, step, compute (on `axis`), accuracy."""
+    """Every evaluation of every run: method, seed, step, compute (on `axis`), accuracy, problems (those evaluated:
+    the evaluation noise σ). Published as a curve result's evals.csv, from which `run_fits` refits every run."""
     from gcframe.config import TrainConfig
 
     if axis not in AXES:
@@ -270,12 +275,18 @@ def curve_points(runs: Runs, axis: str) -> pd.DataFrame:
             return t.get("prompts_per_step", d.prompts_per_step) * t.get("group_size", d.group_size)
 
         compute = [st * per_step(m, s) for m, s, st in zip(ev["method"], ev["seed"], ev["step"])]
+        total = [((runs.configs.get((m, s)) or {}).get("train") or {}).get("steps", np.nan) * per_step(m, s)
+                 for m, s in zip(ev["method"], ev["seed"])]  # the run's compute when it finishes
     else:
         col = {"tokens": "gen_tokens", "time": "time_s"}[axis]
         compute = ev[col] if col in ev else np.nan
+        total = np.nan  # known only once the run has finished: its last evaluation's
+    problems = [_problems(runs.configs.get((m, s)) or {}) for m, s in zip(ev["method"], ev["seed"])]
     return pd.DataFrame({"method": ev["method"].to_numpy(), "seed": ev["seed"].to_numpy(),
                          "step": ev["step"].to_numpy(), "compute": np.asarray(compute, float),
-                         "accuracy": ev["eval_accuracy"].to_numpy(float)})
+                         "accuracy": ev["eval_accuracy"].to_numpy(float),
+                         "problems": pd.array(problems, dtype="Int64"),
+                         "run_compute": np.broadcast_to(np.asarray(total, float), len(ev)).copy()})
 
 
 def _r0(g: pd.DataFrame):
@@ -283,12 +294,14 @@ def _r0(g: pd.DataFrame):
     return float(start.iloc[0]) if len(start) else None
 
 
-def run_fits(points: pd.DataFrame, runs: Runs, methods: list[str]) -> pd.DataFrame:
-    """A row per run: n_points, R₀, the last compute and accuracy, σ, and fit_run's status, words and parameters."""
+def run_fits(points: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
+    """A row per run: n_points, R₀, the last compute and accuracy, σ, and fit_run's status, words and parameters,
+    from `curve_points`' rows (a run folder's, or a result's published evals.csv)."""
     rows = []
     for (m, s), g in points.groupby(["method", "seed"], sort=False):
-        c, r, r0 = g["compute"].to_numpy(), g["accuracy"].to_numpy(), _r0(g)
-        sigma = noise_sd(r[g["step"].to_numpy() > 0], _problems(runs.configs.get((m, s)) or {}))
+        c, r, r0 = g["compute"].to_numpy(float), g["accuracy"].to_numpy(float), _r0(g)
+        n = g["problems"].dropna() if "problems" in g else pd.Series(dtype=float)
+        sigma = noise_sd(r[g["step"].to_numpy() > 0], int(n.iloc[0]) if len(n) else None)
         rows.append({"method": m, "seed": int(s), "n_points": len(g), "R0": r0, "c_last": float(c[-1]),
                      "r_last": float(r[-1]), "sigma": sigma, **fit_run(c, r, r0, sigma)})
     df = pd.DataFrame(rows)
@@ -431,14 +444,39 @@ def ordering_rows(fits: pd.DataFrame, table: pd.DataFrame, methods: list[str]) -
 
 
 # -- the forecast --------------------------------------------------------------------------------------------------
-def first_half(c, half: str) -> np.ndarray:
-    """Which evaluations (step 0 included) lie in the first half of a run's compute: linear, C ≤ C_last/2; log,
-    C ≤ √(C_first·C_last) with C_first the first evaluation after step 0."""
+def first_half(c, half: str, total: float | None = None) -> np.ndarray:
+    """Which evaluations (step 0 included) lie at or before half of a run's compute: linear, C ≤ C_last/2 (the
+    trainer's train.eval_points grid evaluates at the halfway step, so one sits exactly there); log,
+    C ≤ √(C_first·C_last) with C_first the first evaluation after step 0. C_last is the run's compute when it
+    finishes (`total`, train.steps' worth on the sequences axis), else its last evaluation's. The forecast is fitted
+    on these and scored only on the others."""
     c = np.asarray(c, float)
+    last = total if total is not None and np.isfinite(total) else c[-1]
     if half == "linear":
-        return c <= c[-1] / 2
+        return c <= last / 2 * (1 + 1e-12)  # C_last/2 itself counts as at half, whatever the rounding
     first = c[c > 0][0]
-    return c <= math.sqrt(first * c[-1])
+    return c <= math.sqrt(first * last) * (1 + 1e-12)
+
+
+def _run_compute(g: pd.DataFrame) -> float | None:
+    """The run's compute when it finishes (curve_points' run_compute), None where not known."""
+    return float(g["run_compute"].iloc[0]) if "run_compute" in g and len(g) else None
+
+
+def refuse_if_nothing_after_half(points: pd.DataFrame, fits: pd.DataFrame, half: str) -> None:
+    """A forecast needs an evaluation after the fitted half to be scored on: a run with none is refused in one line
+    naming the option (UserError, nothing written)."""
+    bad = []
+    for _, f in fits.iterrows():
+        if f["status"] in INPUT_FAULTS:
+            continue
+        g = points[(points["method"] == f["method"]) & (points["seed"] == f["seed"])]
+        if first_half(g["compute"].to_numpy(float), half, _run_compute(g)).all():
+            bad.append(f"{f['method']}/seed{f['seed']} (last evaluation at step {int(g['step'].iloc[-1])})")
+    if bad:
+        raise UserError(f"no evaluation after half the compute in {', '.join(bad)}: the forecast (--forecast-half "
+                        f"{half}) has nothing to score; finish the run (compare.py --resume) or evaluate after half "
+                        "its train.steps (train.eval_points)")
 
 
 def forecast_rows(points: pd.DataFrame, fits: pd.DataFrame, half: str) -> pd.DataFrame:
@@ -449,9 +487,10 @@ def forecast_rows(points: pd.DataFrame, fits: pd.DataFrame, half: str) -> pd.Dat
             continue
         g = points[(points["method"] == f["method"]) & (points["seed"] == f["seed"])]
         c, r = g["compute"].to_numpy(float), g["accuracy"].to_numpy(float)
-        keep = first_half(c, half)
+        keep = first_half(c, half, _run_compute(g))  # fitted on these; scored on the last one, after them
         h = fit_run(c[keep], r[keep], f["R0"], f["sigma"])
         row = {"method": f["method"], "seed": f["seed"], "half_points": int(keep.sum()),
+               "after_points": int((~keep).sum()),
                "c_half": float(c[keep][-1]), "c_last": float(c[-1]), "observed": float(r[-1]),
                "sigma": f["sigma"], "status": h["status"], "note": h["note"]}
         if h["status"] in FIT_WORDS:
@@ -591,8 +630,9 @@ def write(folder: str | Path, axis: str = "sequences", out: str | Path | None = 
     folder = Path(folder)
     runs = Runs(folder)
     points = curve_points(runs, axis)
-    fits = run_fits(points, runs, runs.methods)
+    fits = run_fits(points, runs.methods)
     refuse_if_unfittable(fits, folder, axis)
+    refuse_if_nothing_after_half(points, fits, half)
     table = method_table(fits)
     orders = ordering_rows(fits, table, list(table["method"]))
     fc = forecast_rows(points, fits, half)
@@ -600,6 +640,7 @@ def write(folder: str | Path, axis: str = "sequences", out: str | Path | None = 
     dest = Path(out) if out else folder / "report"
     dest.mkdir(parents=True, exist_ok=True)
     table.to_csv(dest / "curves.csv", index=False, float_format="%.6g")
+    points.assign(axis=axis).to_csv(dest / "evals.csv", index=False, float_format="%.6g")  # every run refits from it
     fits.assign(axis=axis).to_csv(dest / "curves_runs.csv", index=False, float_format="%.6g")
     orders.to_csv(dest / "orderings.csv", index=False, float_format="%.6g")
     ftab.to_csv(dest / "forecast.csv", index=False, float_format="%.6g")

@@ -49,6 +49,7 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
     report's table), change.csv (the change from step 0, and late in the run), why.csv (what the
     logs show), matched.csv (equal compute), time.csv (where the time goes), pairs.csv, findings.csv (§5.2),
     design.csv and findings.md (the paired test: analysis.findings), pairs.png (its greedy pairs as a matrix),
+    evals.csv (every evaluation of every run: `write_evals`),
     curves.png, gc_view.png, config.yaml, env.json, each name after `prefix` (an earlier stage of the same result).
     The processes that ran its cells (env.json, env.resume*.json) must share one environment."""
     from analysis import report
@@ -77,6 +78,7 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
     if tables.gc and tables.gc.get("methods"):
         report.fig_gc_view(tables, results / f"{prefix}gc_view.png")
     write_outcomes(tables, results / f"{prefix}{OUTCOMES}")
+    write_evals(tables, results / f"{prefix}evals.csv")
     write_base_curve(runs, results / f"{prefix}base_curve.csv")
     if (runs / "tune" / "tune.csv").is_file():  # compare.py --tune: every trial's validation accuracy, the figure
         from analysis import tuning
@@ -128,6 +130,18 @@ def write_outcomes(tables, path: Path) -> None:
     frame.to_csv(buf, index=False, float_format="%.6g")
     with open(path, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0, filename="") as gz:
         gz.write(buf.getvalue().encode())
+
+
+def write_evals(tables, path: Path) -> None:
+    """evals.csv: every evaluation of every run (method, seed, step, compute in sequences trained on, accuracy,
+    problems evaluated, the run's compute when finished: analysis.curves.curve_points), from which a reader refits any
+    run's compute-performance curve (analysis.curves.run_fits) or draws its learning curve. Nothing where no run
+    evaluated."""
+    from analysis import curves
+
+    if tables.eval.empty:
+        return
+    curves.curve_points(tables, "sequences").to_csv(path, index=False, float_format="%.6g")
 
 
 def write_base_curve(runs: Path, path: Path) -> None:

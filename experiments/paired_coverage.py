@@ -134,7 +134,8 @@ def dropping(ms_s, ms_p, ms_e, S: int, P: int):
 
 
 def published(results: Path = OUT.parents[1]) -> pd.DataFrame:
-    """Every published interval (results/*/pairs.csv and gains.csv, recomputed from problems.csv.gz) whose verdict
+    """Every published interval on all problems (results/*/pairs.csv and gains.csv, recomputed from problems.csv.gz;
+    planned subgroups' rows left out) whose verdict
     the dropping rule (`dropping`) decides differently from analysis.paired's interval: result, comparison, metric,
     both intervals and whether the seed term was dropped."""
     from analysis.paired import _tables
@@ -149,6 +150,8 @@ def published(results: Path = OUT.parents[1]) -> pd.DataFrame:
             tables.append((g.assign(comparison=g["method"] + " − " + g["over"]), "comparison"))
         for table, col in tables:
             for _, r in table.iterrows():
+                if isinstance(r.get("subgroup"), str) and r["subgroup"] != "all":
+                    continue  # a planned subgroup's row (analysis.findings): its problems are a subset
                 a, b = r[col].split(" − ")
                 metric = metric_column(r["metric"])
                 ya, yb, seeds, _ = _tables(out.dropna(subset=[metric]), a, b, metric)

@@ -124,8 +124,9 @@ class TrainConfig:
     """Evaluate greedy accuracy every this many steps (and at the start and end)."""
     eval_points: int = 0
     """Instead of eval_every: this many evaluations spaced evenly in log-steps, at round(steps^(j/n)) for
-    j = 1..n (duplicates merged), plus the start: a curve whose early rise and late bend are both sampled, for
-    fitting compute-performance curves (analysis.curves). 0: every eval_every steps."""
+    j = 1..n (duplicates merged), plus the start and the halfway step steps // 2: a curve whose early rise and late
+    bend are both sampled, for fitting compute-performance curves (analysis.curves), with an evaluation exactly at
+    half the compute for its forecast. 0: every eval_every steps."""
     eval_size: int = 500
     """Problems evaluated (the first eval_size of eval_split's set)."""
     eval_split: str = "test"

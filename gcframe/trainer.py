@@ -43,11 +43,13 @@ from methods.base import get_method
 
 def eval_steps(tcfg) -> set[int]:
     """The steps after which a run evaluates (besides step 0 and its last step): every eval_every steps, or with
-    eval_points = n, round(steps^(j/n)) for j = 1..n, evenly spaced in log-steps (steps 1000, n 6: 3, 10, 32, 100,
-    316, 1000; duplicates at small j merge)."""
+    eval_points = n, round(steps^(j/n)) for j = 1..n, evenly spaced in log-steps, and the halfway step steps // 2,
+    where a forecast from half the compute ends (analysis.curves; steps 1000, n 6: 3, 10, 32, 100, 316, 500, 1000;
+    duplicates at small j merge)."""
     if tcfg.eval_points:
         n = tcfg.eval_points
-        return {max(1, round(tcfg.steps ** (j / n))) for j in range(1, n + 1)}
+        half = {tcfg.steps // 2} if tcfg.steps >= 2 else set()
+        return {max(1, round(tcfg.steps ** (j / n))) for j in range(1, n + 1)} | half
     return set(range(tcfg.eval_every, tcfg.steps + 1, tcfg.eval_every)) if tcfg.eval_every else set()
 
 

@@ -15,9 +15,9 @@ from analysis import curves
 
 B, G = 4, 8  # sequences per step: prompts_per_step × group_size = 32
 STEPS, POINTS = 1000, 12
-EVAL_STEPS = sorted({0} | {max(1, round(STEPS ** (j / POINTS))) for j in range(1, POINTS + 1)})
+EVAL_STEPS = sorted({0, STEPS // 2} | {max(1, round(STEPS ** (j / POINTS))) for j in range(1, POINTS + 1)})
 """train.eval_points = 12 over 1000 steps (gcframe.trainer.eval_steps): 0, 2, 3, 6, 10, 18, 32, 56, 100, 178, 316,
-562, 1000."""
+500 (the halfway step), 562, 1000."""
 R0 = 0.40
 
 
@@ -110,7 +110,8 @@ def test_the_forecast_of_an_exact_curve_is_exact(tmp_path):
         write_run(out, "grpo", seed, truth(EVAL_STEPS))
     rep = curves.write(out)
     fc = pd.read_csv(rep / "forecast.csv").set_index("method")
-    # first half: the evaluations up to step 500 (C ≤ 32 000/2), 11 points including step 0, fitted exactly
+    # first half: the evaluations up to step 500 (C ≤ 32 000/2), 12 points including step 0 and step 500 itself,
+    # fitted exactly
     assert abs(fc.loc["grpo", "mean_abs_error"]) < 1e-3
     assert abs(fc.loc["mean over methods", "mean_abs_error"]) < 1e-3
     table = pd.read_csv(rep / "curves.csv").set_index("method")
@@ -122,8 +123,8 @@ def test_the_log_half_forecasts_from_fewer_points(tmp_path):
     out = tmp_path / "runs"
     write_run(out, "grpo", 0, truth(EVAL_STEPS))
     rows = curves.forecast_rows(curves.curve_points(curves.Runs(out), "sequences"),
-                                curves.run_fits(curves.curve_points(curves.Runs(out), "sequences"),
-                                                curves.Runs(out), ["grpo"]), "log")
+                                curves.run_fits(curves.curve_points(curves.Runs(out), "sequences"), ["grpo"]),
+                                "log")
     # √(2·1000) ≈ 44.7 steps: the evaluations 0, 2, 3, 6, 10, 18, 32 (7 points)
     assert rows.iloc[0]["half_points"] == 7
 
@@ -197,3 +198,62 @@ def test_help_names_the_module_command(capsys):
     with pytest.raises(SystemExit) as e:
         curves.main(["--help"])
     assert e.value.code == 0 and capsys.readouterr().out.startswith("usage: python -m analysis.curves ")
+
+
+def test_the_forecast_fits_every_evaluation_at_or_before_half_and_scores_after_it(tmp_path):
+    from gcframe.config import TrainConfig
+    from gcframe.trainer import eval_steps
+
+    # the grid evaluates at the halfway step: 1000 steps, 10 log points -> 2, 4, 8, 16, 32, 63, 126, 251, 500, 501, 1000
+    grid = sorted(eval_steps(TrainConfig(steps=1000, eval_points=10)))
+    assert grid == [2, 4, 8, 16, 32, 63, 126, 251, 500, 501, 1000]
+    # 128 sequences a step: step 500 is 64,000 = C_last/2 exactly and is fitted; step 501 (64,128) is not
+    c = np.array([0] + grid, float) * 128
+    keep = curves.first_half(c, "linear")
+    assert c[keep][-1] == 64000 and keep.sum() == 10 and (~keep).sum() == 2
+    out = tmp_path / "runs"
+    write_run(out, "grpo", 0, truth(EVAL_STEPS))
+    fc = curves.forecast_rows(pts := curves.curve_points(curves.Runs(out), "sequences"),
+                              curves.run_fits(pts, ["grpo"]), "linear")
+    assert fc.iloc[0]["half_points"] == 12 and fc.iloc[0]["after_points"] == 2  # 562 and 1000 are scored
+
+
+def test_a_forecast_with_no_evaluation_after_half_is_refused_naming_the_option(tmp_path, capsys):
+    out = tmp_path / "runs"
+    write_run(out, "grpo", 0, truth(EVAL_STEPS))
+    # a run of train.steps 1000 stopped at step 316: 8 evaluations, all at or before half its compute (step 500)
+    stopped = [s for s in EVAL_STEPS if s <= 316]
+    write_run(out, "grpo", 1, truth(stopped), steps=stopped)
+    cfg = out / "grpo" / "seed1" / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("train:", "train:\n  steps: 1000", 1))
+    with pytest.raises(SystemExit) as e:
+        curves.main([str(out), "--out", str(tmp_path / "rep")])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2, err
+    assert err.count("\n") == 0 and "no evaluation after half the compute in grpo/seed1" in err, err
+    assert "--forecast-half" in err and "train.eval_points" in err
+    assert not (tmp_path / "rep").exists()
+
+
+def test_a_run_refits_from_its_published_evaluation_rows(tmp_path):
+    """evals.csv (every evaluation of every run, written beside the fits) holds all a refit needs: the fits from
+    it alone equal curves_runs.csv's columns, the per-run table a result publishes."""
+    out = tmp_path / "runs"
+    rng = np.random.default_rng(4)
+    for seed in range(2):
+        accs = noisy(rng, truth(EVAL_STEPS))
+        accs[0] = R0
+        write_run(out, "grpo", seed, accs)
+    rep = curves.write(out)
+    evals = pd.read_csv(rep / "evals.csv")
+    assert set(evals.columns) >= {"method", "seed", "step", "compute", "accuracy", "problems"}
+    assert len(evals) == 2 * len(EVAL_STEPS)
+    refit = curves.run_fits(evals, ["grpo"]).reset_index(drop=True)
+    runs = pd.read_csv(rep / "curves_runs.csv")
+    cols = ["method", "seed", "n_points", "R0", "c_last", "r_last", "sigma", "status", "A", "B", "C_mid", "rmse"]
+    for col in cols:
+        got, want = refit[col], runs[col]
+        if want.dtype.kind in "fi":
+            assert np.allclose(got.astype(float), want, rtol=1e-5, equal_nan=True), col  # written to 6 digits
+        else:
+            assert (got.astype(str) == want.astype(str)).all(), col

@@ -979,20 +979,36 @@ def test_curves_page_and_readme_sentence():
     ordering by 1,000 steps, the forecast's errors; the runs start from the base of configs/scarce_demos.yaml."""
     page = _page("curves.md")
     _says(page,
-          "its ceiling A is 0.53, reached by about 5,000 sequences (C_mid, 40 steps)",
+          "its ceiling A is 0.53; it makes half its gain A − R₀ by about 5,000 sequences (C_mid, 40 steps) and 90% of it "
+          "by about 33,000 ($C_\\text{mid} \\cdot 9^{1/B}$, about 260 steps)",
+          "two seeds' fits bend inside the run (C_mid 100,437 and 93,659 sequences, below the run's 128,000; A 0.99 and "
+          "0.92), and the third has no ceiling in the data (A at its bound 1)",
           "with ceilings near 0.88 and 0.76 and C_mid 30,000–52,000 sequences",
-          "RFT makes half its gain in its first 40 steps and then stalls",
+          "RFT makes half its gain in its first 40 steps and 90% of it by about 260",
           "at 1,000 steps online RFT leads RFT by +0.203 [+0.156, +0.250]",
-          "RFT's fit predicts its last evaluation to within 0.007; the methods still rising at half the compute are "
-          "predicted 0.12–0.23 below where they end, far outside the evaluation's own noise (0.022)",
+          "so their forecast is fitted on the evaluations up to step 251, a quarter of the compute. From there RFT's fit "
+          "predicts its last evaluation to within 0.007; the methods still rising at step 251 are predicted 0.12–0.23 "
+          "below where they end, far outside the evaluation's own noise (0.022)",
           "GRPO's A interval here is ±0.15 wide")
-    _says(page, "Here that is 10 evaluations (steps 2, 4, 8, 16, 32, 63, 126, 251, 501 and 1,000) on 500 "
-                "validation problems, from the SFT base finished on 600 correct demonstrations")
+    _says(page, "The committed runs evaluated 10 times (steps 2, 4, 8, 16, 32, 63, 126, 251, 501 and 1,000), without the "
+                "halfway step, on 500 validation problems, from the SFT base finished on 600 correct demonstrations")
     assert _builds_the_scarce_base(RESULTS / "default_long" / "config.yaml")  # the runs' base is scarce_demos.yaml's
     from gcframe.config import TrainConfig
     from gcframe.trainer import eval_steps
 
-    assert sorted(eval_steps(TrainConfig(steps=1000, eval_points=10))) == [2, 4, 8, 16, 32, 63, 126, 251, 501, 1000]
+    # the grid as the runs had it, and the halfway step it now adds (64,000 sequences: half the run's 128,000)
+    grid = sorted(eval_steps(TrainConfig(steps=1000, eval_points=10)))
+    assert grid == [2, 4, 8, 16, 32, 63, 126, 251, 500, 501, 1000]
+    runs = pd.read_csv(RESULTS / "default_long" / "curves_runs.csv")
+    assert (runs["n_points"] == 11).all() and (runs["c_last"] == 128000).all()  # step 0 and the 10 without 500
+    assert 501 * 128 > 128000 / 2 >= 251 * 128  # so the forecast fitted steps <= 251
+    onl = runs[runs["method"] == "online_rft"].set_index("seed")
+    assert [f"{x:,.0f}" for x in onl.loc[[0, 1], "C_mid"]] == ["100,437", "93,659"]
+    assert (onl.loc[[0, 1], "C_mid"] < 128000).all() and (onl.loc[[0, 1], "status"] == "ok").all()
+    assert [f"{x:.2f}" for x in onl.loc[[0, 1], "A"]] == ["0.99", "0.92"] and onl.loc[2, "status"] == "did not converge"
+    rft = pd.read_csv(RESULTS / "default_long" / "curves.csv").set_index("method").loc["rft"]
+    c90 = rft["C_mid"] * 9 ** (1 / rft["B"])  # R − R0 = 0.9 (A − R0) where (C_mid/C)^B = 1/9
+    assert round(c90, -3) == 33000 and round(c90 / 128, -1) == 260
     assert 5000 <= round(c_rft := pd.read_csv(RESULTS / "default_long" / "curves.csv").set_index("method").loc[
         "rft", "C_mid"], -3) <= 5000  # "about 5,000 sequences"
     assert c_rft > 0 and 30000 <= round(pd.read_csv(RESULTS / "default_long" / "curves.csv").set_index("method").loc[

@@ -47,6 +47,18 @@ def test_a_compare_folder_becomes_a_result_folder(full_run, tmp_path):
     summary = pd.read_csv(tmp_path / "res" / "summary.csv")
     assert summary[["method", "seed"]].values.tolist() == [["grpo", 0]]
     assert json.loads((tmp_path / "res" / "env.json").read_text())["command"]  # the command that made the runs
+    # evals.csv: every evaluation row of metrics.jsonl, with the compute a curve refit reads (analysis.curves)
+    evals = pd.read_csv(tmp_path / "res" / "evals.csv")
+    logged = [r for r in read_jsonl(out / "grpo" / "seed0" / "metrics.jsonl") if "eval_accuracy" in r]
+    assert evals["step"].tolist() == sorted({r["step"] for r in logged}) and len(evals) >= 2
+    last = {r["step"]: r["eval_accuracy"] for r in logged}
+    assert evals["accuracy"].tolist() == pytest.approx([last[s] for s in evals["step"]], abs=1e-6)
+    import yaml
+
+    cfg = yaml.safe_load((out / "grpo" / "seed0" / "config.yaml").read_text())["train"]
+    per_step = cfg["prompts_per_step"] * cfg["group_size"]
+    assert (evals["compute"] == evals["step"] * per_step).all()
+    assert (evals["run_compute"] == cfg["steps"] * per_step).all()
 
 
 def _greedy(model, tok, prompt: str) -> str:

@@ -58,7 +58,7 @@ def test_a_validation_set_that_overlaps_the_test_set_is_refused():
 
 def test_evaluations_spaced_evenly_in_log_steps():
     # 1000^(j/6) for j = 1..6: 3.16, 10, 31.6, 100, 316, 1000 -> rounded
-    assert eval_steps(TrainConfig(steps=1000, eval_points=6)) == {3, 10, 32, 100, 316, 1000}
+    assert eval_steps(TrainConfig(steps=1000, eval_points=6)) == {3, 10, 32, 100, 316, 500, 1000}  # 500: halfway
     assert eval_steps(TrainConfig(steps=100, eval_every=20)) == {20, 40, 60, 80, 100}
     assert eval_steps(TrainConfig(steps=8, eval_points=20)) <= set(range(1, 9))  # small j merge, never step 0
 
