@@ -82,7 +82,7 @@ def _verdicts(path: Path, key: list[str], interval: str) -> dict:
     if not path.is_file():
         return {}
     t = pd.read_csv(path, dtype=str)
-    return {tuple(r[k] for k in key): (r[interval], r["separated"]) for _, r in t.iterrows()}
+    return {(*(r[k] for k in key), r.get("subgroup", "all")): (r[interval], r["separated"]) for _, r in t.iterrows()}
 
 
 def redecide(folder: Path) -> list[dict]:
@@ -104,8 +104,10 @@ def redecide(folder: Path) -> list[dict]:
         for k, (old, sep) in before[name].items():
             new, new_sep = after.get(k, ("(gone)", ""))
             if new_sep != sep:
-                pair = k[0] if name == "pairs.csv" else f"{k[0]} − {k[1]}"
-                changed.append({"result": folder.name, "comparison": pair, "metric": k[-1],
+                *names, metric, group = k  # group: the subgroup of problems (analysis.findings), "all" for every one
+                pair = (names[0] if name == "pairs.csv" else f"{names[0]} − {names[1]}") + \
+                    ("" if group == "all" else f" ({group})")
+                changed.append({"result": folder.name, "comparison": pair, "metric": metric,
                                 "before": f"{old}, {'separated' if sep == 'yes' else 'not separated'}",
                                 "now": f"{new}, {'separated' if new_sep == 'yes' else 'not separated'}"})
     return changed

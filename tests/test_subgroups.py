@@ -55,3 +55,25 @@ def test_the_subgroup_view_keeps_its_problems():
     kept = view.outcomes()[0][0]
     assert sorted(set(kept["problem"])) == ["p1", "p3"] and len(kept) == 4 and view.methods == ["a", "b"]
     assert view.base_outcomes() is None
+
+
+def test_redecide_reports_a_subgroup_row_as_its_own(tmp_path):
+    """analysis.redecide keys a verdict by its subgroup too: a changed no_carry row is reported as that row, and
+    re-deciding the committed results/default rewrites its files byte for byte."""
+    import shutil
+    from pathlib import Path
+
+    from analysis.redecide import redecide
+
+    src = Path(__file__).resolve().parents[1] / "results" / "default"
+    copy = tmp_path / "default"
+    shutil.copytree(src, copy)
+    gains = pd.read_csv(copy / "gains.csv", dtype=str, keep_default_na=False)
+    row = (gains["method"] == "rft") & (gains["metric"] == "greedy") & (gains["subgroup"] == "no_carry")
+    assert row.sum() == 1 and gains.loc[row, "separated"].item() == "no"
+    gains.loc[row, "separated"] = "yes"  # as if an earlier interval had separated it
+    gains.to_csv(copy / "gains.csv", index=False)
+    changed = redecide(copy)
+    assert [(c["comparison"], c["metric"]) for c in changed] == [("rft − SFT base (no_carry)", "greedy")]
+    for name in ("pairs.csv", "gains.csv", "findings.md", "headline.md"):
+        assert (copy / name).read_bytes() == (src / name).read_bytes(), name
