@@ -5,7 +5,8 @@ length-normalised log-likelihood and the Bradley–Terry margin must exceed a ta
 
     L_SimPO = −E_{(q, o⁺, o⁻)} [ log σ( β/|o⁺| · log π_θ(o⁺|q) − β/|o⁻| · log π_θ(o⁻|q) − γ ) ]
 
-TRL ships the same loss as CPOTrainer(loss_type="simpo") (trl.experimental.cpo; its `simpo_gamma` is γ).
+TRL ships the same loss as CPOTrainer.cpo_loss with loss_type="simpo" (trl.experimental.cpo; its `simpo_gamma` is γ);
+its trainer adds cpo_alpha times the chosen completion's NLL (default 1.0, "CPO-SimPO"): eq. 6 is cpo_alpha = 0.
 Data and normaliser as DPO (methods/dpo.py): P = B·G/2 pairs, engine loss = the pair mean / 2.
 """
 from __future__ import annotations
