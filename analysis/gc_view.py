@@ -103,8 +103,8 @@ def compute(runs: list[tuple[str, str, object]], base_dir, task, accelerator, n_
     from gcframe.trainer import Trainer  # noqa: PLC0415 (imports methods; keep analysis importable alone)
 
     note = ("Probe rewards are the outcome verifier's; θ = θ_old = π_ref = the SFT base (ratios 1, k3 KL gradient "
-            "0); DPO and the other pair methods see only the probe rows they can pair (right vs wrong, same prompt); KTO "
-            "sees every row as an example, right = desirable, without mismatched rows (z₀ = 0, as at π_θ = π_ref).")
+            "0); DPO and the other pair methods see only the probe rows they can pair (right vs wrong, same prompt); "
+            "KTO sees every row as an example, right = desirable, without mismatched rows (z₀ = 0, as at π_θ = π_ref).")
     result: dict = {"probe": None, "methods": {}, "errors": {}, "note": note}
     row0 = task.heldout[0]
     steps = row0.get("steps") or []

@@ -7,7 +7,7 @@ desirable or undesirable and valued against a reference point z₀:
     v = λ_D·σ(β(r − z₀)) if o is desirable,  λ_U·σ(β(z₀ − r)) if undesirable,   z₀ = max(0, KL̂), not differentiated
 
 KL̂ is the mean of Δ over mismatched pairs (q_i, o_{i−1}) of the batch, the paper's estimate of KL(π_θ‖π_ref)
-(§4.1) and TRL 1.16's KTOTrainer (which cycles completions by one within the batch in the same way).
+(the text below eq. 8) and TRL 1.16's KTOTrainer (which cycles completions by one within the batch in the same way).
 
 Data: the preference set of gcframe.rewards.preferences taken apart: a pair's chosen completion is a desirable
 example and its rejected one an undesirable example, each drawn alone (two seeded shuffles, so a step rarely holds
@@ -99,7 +99,7 @@ class KTO(Method):
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
         """GC = λ_D·β·s(1 − s) with s = σ(β(r − z₀)) on every token of a desirable o, −λ_U·β·s(1 − s) with
         s = σ(β(z₀ − r)) on an undesirable one, 0 on the mismatched rows (Ethayarajh et al. 2024, eq. 8).
-        Derivation: z₀ is not differentiated (eq. 8, "we do not backpropagate through z₀"), σ' = σ(1 − σ), so
+        Derivation: z₀ is a constant of the step (the paper does not backpropagate through it), σ' = σ(1 − σ), so
         ∂(λ_D − λ_D σ(β(r − z₀)))/∂r = −λ_D β s(1 − s) and ∂(λ_U − λ_U σ(β(z₀ − r)))/∂r = +λ_U β s(1 − s);
         ∂r/∂log π_θ(o_t) = 1 on every token, so −GC is that derivative, constant over a sequence.
         """
