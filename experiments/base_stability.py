@@ -264,9 +264,10 @@ def headline(last) -> str:
         lo, hi = f32["eval_accuracy"].min(), f32["eval_accuracy"].max()
         n_var, threads = f32["variant"].nunique(), sorted(f32["threads"].unique())
         f64 = g[g["variant"] == "float64"]["eval_accuracy"]
+        at = f"at {' and '.join(map(str, threads))} thread(s)"
         text = (f"{setup}: held-out greedy accuracy {lo:.3f}–{hi:.3f} over {n_var} float32 variants (the weights as "
-                f"built and 1e-7 perturbations) at {' and '.join(map(str, threads))} thread(s), a spread of "
-                f"{hi - lo:.3f}")
+                f"built and 1e-7 perturbations) {at}, a spread of {hi - lo:.3f}" if len(f32) > 1 else
+                f"{setup}: held-out greedy accuracy {lo:.3f}, one float32 run {at} (no spread measured)")
         lines.append(f"- {text}" + (f"; {f64.iloc[0]:.3f} in float64." if len(f64) else "."))
     return "\n".join(lines) + "\n"
 
@@ -309,7 +310,7 @@ def summarise(out: Path) -> None:
                      "stage 1 ended at step": ", ".join(f"{v} {int(st)}" for v, st in
                                                         g.set_index("variant")["step"].items()),
                      "float32 min": f"{acc.min():.3f}", "float32 max": f"{acc.max():.3f}",
-                     "float32 spread": f"{acc.max() - acc.min():.3f}",
+                     "float32 spread": f"{acc.max() - acc.min():.3f}" if len(acc) > 1 else "–",  # one run: none
                      "float64": f"{every['float64']:.3f}" if "float64" in every else "–",
                      **_room(g),
                      "commit": ", ".join(sorted(set(g["commit"].dropna().astype(str)))) if "commit" in g else ""})

@@ -91,7 +91,7 @@ def test_design():
     if (stability / "stability.csv").is_file():
         levels = pd.read_csv(stability / "stability.csv")
         levels = levels[levels["setup"].str.startswith("§5.2 map")]
-        assert len(levels) == 3 and _is(levels["float32 spread"].max(), "0.012")
+        assert len(levels) == 3 and _is(pd.to_numeric(levels["float32 spread"]).max(), "0.012")
         assert "1e-7 perturbations" in (stability / "headline.md").read_text()
     yaml = pytest.importorskip("yaml")
     cfg = yaml.safe_load((SWEEP / "sweep.yaml").read_text())
