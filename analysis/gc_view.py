@@ -12,6 +12,17 @@ but a wrong answer; a wrong step but the right answer; all wrong), so outcome an
 some rows. Rewards are the outcome verifier's (1/0); step rewards come from the step verifier. A preference-pair
 method (DPO) gets the rows it can pair (one right, one wrong per prompt); the others are blank in its view.
 
+The off-policy view scores the same probe after the policy is moved away from π_old = the SFT base by one fixed,
+seeded perturbation (gcframe.verify.move_off_policy: θ + s·std(θ)·ε, s widened until the probe's ratios reach below
+1 − 0.25 and above 1 + 0.25), the same θ for every method; prepare ran at θ_old, as in a run's later epochs:
+
+    GC_off[i, t] = method.coefficients(probe, log π_θ'(o_t | q, o_<t)),   r = π_θ'/π_old ≠ 1          [N, T]
+
+so the clips and gates act: GRPO's clip zeroes a token's surrogate part where the advantage pushes r past its band,
+CISPO keeps it (clipped weight, nonzero), SAPO's gate shrinks it, GSPO clips whole sequences. Per method it records
+zeroed_frac (of the tokens whose on-policy GC ≠ 0, those whose off-policy GC is exactly 0; a β > 0 KL term keeps a
+clipped token off 0 by −β·c) and the method's own statistics of that pass (clip_frac, gate weights, ...).
+
 `save(out, runs, base_dir, task, acc)` writes OUT/gc_view.json, which analysis.report draws.
 """
 from __future__ import annotations
@@ -27,6 +38,11 @@ from gcframe.batch import Batch
 from gcframe.engine import token_logprobs
 from gcframe.rewards import process_rewards, score
 from gcframe.sampling import make_batch
+
+OFF_POLICY_SEED = 0
+"""The seed of the off-policy view's perturbation: the same moved policy for every method and every run."""
+OFF_POLICY_STEP = 0.05
+"""The first perturbation scale s (× std of each parameter), doubled up to 4 times until the ratios leave the bands."""
 
 PAIR_METHODS = ("dpo",)
 """Methods whose data are preference pairs: every group must be one chosen and one rejected sequence (also any method
@@ -86,16 +102,46 @@ def pair_rows(batch: Batch) -> tuple[Batch, list[int]]:
 
 @torch.no_grad()
 def method_gc(trainer, batch: Batch) -> torch.Tensor:
-    """GC [N, T] of the trainer's method on `batch`: the engine's once-per-batch work, prepare, coefficients."""
+    """GC [N, T] of the trainer's method on `batch`: the engine's once-per-batch work (log π_ref, log π_old),
+    prepare, coefficients at θ = θ_old. `batch` keeps old_logp and what prepare wrote, for off_policy_gc."""
     method, ctx, temp = trainer.method, trainer.ctx, trainer.tcfg.temperature
-    batch = batch.to(ctx.device)
     if method.uses_reference:
         batch.data["ref_logp"] = token_logprobs(ctx.reference, batch, temp)
+    batch.data["old_logp"] = token_logprobs(trainer.policy, batch, temp)  # as the engine stores it for μ > 1
     method.prepare(batch)
-    logp = token_logprobs(trainer.policy, batch, temp)
-    gc = method.coefficients(batch, logp) * batch.completion_mask
+    gc = method.coefficients(batch, batch.data["old_logp"].clone()) * batch.completion_mask
     method.pop_stats()
     return gc.float().cpu()
+
+
+@torch.no_grad()
+def move_policy(trainer, probe: Batch) -> float:
+    """Move the trainer's policy off π_old by the view's fixed seeded perturbation, widened on the whole `probe`
+    (so every method, paired or not, sees the same θ'); returns the scale s."""
+    from gcframe.verify import move_off_policy  # noqa: PLC0415 (the harness's perturbation, not a copy of it)
+
+    old = token_logprobs(trainer.policy, probe, trainer.tcfg.temperature)
+    return move_off_policy(trainer.ctx.policy, probe, old, torch.Generator().manual_seed(OFF_POLICY_SEED),
+                           OFF_POLICY_STEP, trainer.tcfg.temperature)
+
+
+@torch.no_grad()
+def off_policy_gc(trainer, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """(GC [N, T], ratio π_θ'/π_old [N, T], the method's statistics) on a batch method_gc prepared, at the moved θ'."""
+    method = trainer.method
+    logp = token_logprobs(trainer.policy, batch, trainer.tcfg.temperature)
+    gc = method.coefficients(batch, logp) * batch.completion_mask
+    ratio = (logp - batch.data["old_logp"]).exp() * batch.completion_mask
+    return gc.float().cpu(), ratio.float().cpu(), method.pop_stats()
+
+
+def _rows(values: torch.Tensor, batch: Batch, rows: list[int], n_probe: int) -> list:
+    """Per probe row the values of its completion tokens (None where the method's batch has no such row)."""
+    out: list = [None] * n_probe
+    for j, i in enumerate(rows):
+        n = int(batch.completion_mask[j].sum())
+        out[i] = [round(float(v), 5) for v in values[j, :n]]
+    return out
 
 
 def compute(runs: list[tuple[str, str, object]], base_dir, task, accelerator, n_prompts: int = 3) -> dict:
@@ -105,7 +151,12 @@ def compute(runs: list[tuple[str, str, object]], base_dir, task, accelerator, n_
     note = ("Probe rewards are the outcome verifier's; θ = θ_old = π_ref = the SFT base (ratios 1, k3 KL gradient "
             "0); DPO and the other pair methods see only the probe rows they can pair (right vs wrong, same prompt); "
             "KTO sees every row as an example, right = desirable, without mismatched rows (z₀ = 0, as at π_θ = π_ref).")
-    result: dict = {"probe": None, "methods": {}, "errors": {}, "note": note}
+    off_note = ("The same probe after the policy moved off π_old = π_ref by one fixed seeded perturbation (the same θ' "
+                "for every method; prepare ran at θ_old): ratios r = π_θ'/π_old ≠ 1, so clips and gates act. "
+                "zeroed: of the tokens with on-policy GC ≠ 0, the share whose GC is exactly 0 here (a clip that "
+                "removes the token; with β > 0 the KL term keeps a clipped token at −β·c instead, see clip_frac).")
+    off: dict = {"scale": None, "ratio": None, "methods": {}, "errors": {}, "note": off_note}
+    result: dict = {"probe": None, "methods": {}, "errors": {}, "note": note, "off_policy": off}
     row0 = task.heldout[0]
     steps = row0.get("steps") or []
     if not (steps and all(isinstance(x, str) for x in steps) and task.verify(";".join(steps), row0["answer"])):
@@ -116,25 +167,38 @@ def compute(runs: list[tuple[str, str, object]], base_dir, task, accelerator, n_
             with tempfile.TemporaryDirectory() as tmp:
                 trainer = Trainer(cfg, name, Path(tmp) / "run", base_dir, task, accelerator, show_progress=False)
                 trainer.logger.close()
-            batch = probe_batch(task, trainer.tok, n_prompts)
+            probe = probe_batch(task, trainer.tok, n_prompts)
             if result["probe"] is None:
-                result["probe"] = _describe(batch, trainer.tok, getattr(task, "fmt", None))
-            rows = list(range(len(batch)))
+                result["probe"] = _describe(probe, trainer.tok, getattr(task, "fmt", None))
+            batch, rows = probe, list(range(len(probe)))
             if name in PAIR_METHODS or getattr(trainer.method, "pairwise", False):
-                batch, rows = pair_rows(batch)
+                batch, rows = pair_rows(probe)
             elif getattr(trainer.method, "unpaired", False):  # KTO: each row an example, right = desirable
                 batch.data.update(desirable=batch.data["correct"].float(), mismatched=torch.zeros(len(batch)))
+            batch = batch.to(trainer.ctx.device)
             gc = method_gc(trainer, batch)
-            del trainer
         except Exception as e:  # noqa: BLE001 — recorded in gc_view.json and printed, the report shows it
             result["errors"][label] = f"{type(e).__name__}: {e}"
             print(f"gc_view: {label}: {result['errors'][label]}", file=sys.stderr)
             continue
-        per_row: list = [None] * len(result["probe"])
-        for j, i in enumerate(rows):
-            n = int(batch.completion_mask[j].sum())
-            per_row[i] = [round(float(v), 5) for v in gc[j, :n]]
-        result["methods"][label] = {"method": name, "gc": per_row}
+        n_probe = len(result["probe"])
+        result["methods"][label] = {"method": name, "gc": _rows(gc, batch, rows, n_probe)}
+        try:  # the off-policy view of the same method: its own failure loses neither view of the others
+            scale = move_policy(trainer, probe.to(trainer.ctx.device))
+            gc_off, ratio, stats = off_policy_gc(trainer, batch)
+        except Exception as e:  # noqa: BLE001 — as above, in the off-policy view's errors
+            off["errors"][label] = f"{type(e).__name__}: {e}"
+            print(f"gc_view (off-policy): {label}: {off['errors'][label]}", file=sys.stderr)
+            continue
+        finally:
+            del trainer
+        live = (gc != 0) & batch.completion_mask.bool().cpu()  # on-policy GC ≠ 0 [N, T]
+        zeroed = float(((gc_off == 0) & live).sum() / live.sum().clamp(min=1))
+        off["methods"][label] = {"method": name, "gc": _rows(gc_off, batch, rows, n_probe),
+                                 "zeroed_frac": round(zeroed, 5),
+                                 "stats": {k: round(v, 5) for k, v in stats.items()}}
+        if off["ratio"] is None and rows == list(range(n_probe)):  # every method sees the same θ': one record
+            off["scale"], off["ratio"] = scale, _rows(ratio, batch, rows, n_probe)
     return result
 
 

@@ -381,14 +381,17 @@ def gc_row_label(p: dict, question_chars: int = 34, completion_chars: int = 18) 
     return f"{question}{sep}{_short(p['completion'], completion_chars)}  r={p['reward']:g}"
 
 
-def fig_gc_view(runs: Runs, path: Path, shared_scale: bool = True) -> Path | None:
+def fig_gc_view(runs: Runs, path: Path, shared_scale: bool = True, off_policy: bool = False) -> Path | None:
+    """The GC heatmaps, one panel per method: on-policy (θ = θ_old) or, with off_policy, at the view's moved θ'
+    (gc_view.json's off_policy part; absent in a gc_view.json written before it: no figure)."""
     import textwrap
 
     gc = runs.gc
-    if not gc or not gc.get("methods"):
+    view = (gc or {}).get("off_policy") if off_policy else gc
+    if not gc or not view or not view.get("methods"):
         return None
-    scales = gc_scales(gc["methods"], shared_scale)
-    probe, methods = gc["probe"], gc["methods"]
+    scales = gc_scales(view["methods"], shared_scale)
+    probe, methods = gc["probe"], view["methods"]
     width = max(len(p["tokens"]) for p in probe)
     chars = np.array([[_short(t, 3) for t in p["tokens"]] + [""] * (width - len(p["tokens"])) for p in probe])
     labels = [gc_row_label(p) for p in probe]
@@ -416,7 +419,9 @@ def fig_gc_view(runs: Runs, path: Path, shared_scale: bool = True) -> Path | Non
         ax.axis("off")
     scale = (f"one colour scale for all panels, ±{max(scales.values()):.2g}" if shared_scale
              else "each panel its own colour scale")
-    title = ("GC per token on one probe set at the base model (step 0) (red > 0 raises log π, blue < 0 lowers it; "
+    where = ("after the policy moved off π_old by a fixed seeded perturbation (ratios ≠ 1: clips and gates act; "
+             "prepare at the base)" if off_policy else "at the base model (step 0)")
+    title = (f"GC per token on one probe set {where} (red > 0 raises log π, blue < 0 lowers it; "
              f"• = <eos>; blank: not in the method's data; {scale})")
     fig.suptitle(textwrap.fill(title, max(40, int(fig_w * 14))), fontsize=9)  # wrapped to the figure: never clipped
     fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.15)  # row labels and colour-bar ticks kept whole
@@ -580,6 +585,19 @@ def _gc_table(runs: Runs) -> str:
     return markdown_table(rows)
 
 
+def _gc_off_table(runs: Runs) -> str:
+    """Per method, the off-policy view's summary: tokens zeroed and what its clip or gate recorded."""
+    off = runs.gc["off_policy"]
+    rows = []
+    for name, entry in off["methods"].items():
+        stats = entry.get("stats") or {}
+        shown = {k: v for k, v in stats.items() if "clip" in k or "gate" in k}
+        rows.append({"method": name, "zeroed": f"{entry['zeroed_frac']:.3f}",
+                     "clip / gate (the method's own record)": ", ".join(f"{k} {v:.3f}" for k, v in shown.items())
+                     or "–"})
+    return markdown_table(rows)
+
+
 def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
     """Write OUT/report/summary.md and the PNGs; returns the path of summary.md. gc_shared_scale: one colour scale
     for every method's GC panel (False: each its own)."""
@@ -674,6 +692,13 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
                f"{runs.gc.get('note', '')}\n", _gc_table(runs)]
     for label, err in (runs.gc or {}).get("errors", {}).items():
         md.append(f"- GC view of {label} failed: {err}\n")
+    off = (runs.gc or {}).get("off_policy") or {}
+    if off.get("methods"):
+        ratios = [v for row in off.get("ratio") or [] for v in row or []]
+        span = f" (ratios on the probe {min(ratios):.3f}–{max(ratios):.3f})" if ratios else ""
+        md += ["\n### GC view off-policy\n", f"{off.get('note', '')}{span}\n", _gc_off_table(runs)]
+    for label, err in off.get("errors", {}).items():
+        md.append(f"- Off-policy GC view of {label} failed: {err}\n")
     starved = []
     for (method, seed), cfg in runs.configs.items():
         rows = runs.train[(runs.train["method"] == method) & (runs.train["seed"] == seed)]
@@ -692,6 +717,7 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
             "cost.png": fig_cost(runs, rep / "cost.png"),
             "pairs.png": fig_pairs(runs, table, rep / "pairs.png"),
             "gc_view.png": fig_gc_view(runs, rep / "gc_view.png", gc_shared_scale),
+            "gc_view_off_policy.png": fig_gc_view(runs, rep / "gc_view_off_policy.png", gc_shared_scale, True),
             "overoptimisation.png": fig_overoptimisation(runs, rep / "overoptimisation.png")}
     md.append("\n## Figures\n")
     md += [f"- {note}" for note in dict.fromkeys(runs.notes)] + ([""] if runs.notes else [])

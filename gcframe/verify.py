@@ -103,8 +103,25 @@ WIDE = 0.25  # the perturbed policy's ratios must reach below 1 − WIDE and abo
 def _perturb(model, gen: torch.Generator, scale: float) -> None:
     """θ <- θ + scale·std(θ)·ε: stands in for an update, so that π_θ ≠ π_old and π_θ ≠ π_ref."""
     with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * scale * (p.std() if p.numel() > 1 else 1))
+        for p in model.parameters():  # drawn on the CPU (the generator's), added where the parameter lives
+            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype).to(p.device)
+            p.add_(noise * scale * (p.std() if p.numel() > 1 else 1))
+
+
+def move_off_policy(model, batch, old_logp: torch.Tensor, gen: torch.Generator, perturb: float,
+                    temperature: float = 1.0, wide: float = WIDE) -> float:
+    """Move `model` from its present state (π_old) by _perturb at perturb·2^i, i = 0..4, each from that state, until
+    the ratios π_θ/π_old on `batch` reach below 1 − wide and above 1 + wide (past every clip band used); returns the
+    scale it stopped at. old_logp [N, T] = log π_old on `batch`."""
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    for scale in (perturb * 2 ** i for i in range(5)):  # widen the step until the ratios leave the clip band
+        model.load_state_dict(start)
+        _perturb(model, gen, scale)
+        with torch.no_grad():
+            moved = (token_logprobs(model, batch, temperature) - old_logp).exp()[batch.completion_mask.bool()]
+        if moved.min() < 1 - wide and moved.max() > 1 + wide:
+            break
+    return scale
 
 
 def _grad(model, loss) -> torch.Tensor:
@@ -133,14 +150,7 @@ def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: 
             batch.data["ref_logp"] = token_logprobs(trainer.ctx.reference, batch)
         batch.data["old_logp"] = token_logprobs(policy, batch)
         method.prepare(batch)
-    start = {k: v.clone() for k, v in policy.state_dict().items()}
-    for scale in (perturb * 2 ** i for i in range(5)):  # widen the step until the ratios leave the clip band
-        policy.load_state_dict(start)
-        _perturb(policy, gen, scale)
-        with torch.no_grad():
-            moved = (token_logprobs(policy, batch) - batch.data["old_logp"]).exp()[batch.completion_mask.bool()]
-        if moved.min() < 1 - WIDE and moved.max() > 1 + WIDE:
-            break
+    move_off_policy(policy, batch, batch.data["old_logp"], gen, perturb)
 
     logp = token_logprobs(policy, batch)
     gc = method.coefficients(batch, logp)

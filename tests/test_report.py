@@ -56,7 +56,11 @@ def _write_run(out: Path, method: str, seed: int, final_acc: float, reward: str 
 def _synthetic_gc() -> dict:
     probe = [{"prompt": "1+2+3=", "completion": c, "group": 0, "reward": r, "step_rewards": [r],
               "tokens": list(c) + ["•"]} for c, r in (("3;6", 1.0), ("3;7", 0.0))]
-    return {"probe": probe, "note": "synthetic", "errors": {},
+    off = {"scale": 0.8, "ratio": [[1.3] * 4, [0.9] * 4], "note": "synthetic off-policy", "errors": {},
+           "methods": {"grpo": {"method": "grpo", "gc": [[0.0] * 4, [-0.63] * 4], "zeroed_frac": 0.5,
+                                "stats": {"clip_frac": 0.5, "ratio_mean": 1.1}},
+                       "rft": {"method": "rft", "gc": [[1.0] * 4, None], "zeroed_frac": 0.0, "stats": {}}}}
+    return {"probe": probe, "note": "synthetic", "errors": {}, "off_policy": off,
             "methods": {"grpo": {"method": "grpo", "gc": [[0.7] * 4, [-0.7] * 4]},
                         "rft": {"method": "rft", "gc": [[1.0] * 4, None]}}}
 
@@ -99,7 +103,10 @@ def test_report_table_and_figures(out):
     # last third of grpo's 10 steps: the last evaluation at or before 6.67 is step 5, at (0.4 + final) / 2; per seed
     # end − step 5 = 0.5 − 0.45 = 0.05 and 0.7 − 0.55 = 0.15: mean 0.100, sd 0.0707, 12.706 · 0.0707 / √2 = 0.635
     assert any(ln.startswith("| grpo |") and ln.endswith("| +0.100 ± 0.635 (steps 5→10) |") for ln in lines)
-    for name in ("learning_curves", "reward_vs_kl", "cost", "gc_view", "overoptimisation"):
+    # the off-policy GC view: its ratio span, and per method the zeroed share and the clip it recorded (not ratio_mean)
+    assert "(ratios on the probe 0.900–1.300)" in md
+    assert "| grpo | 0.500 | clip_frac 0.500 |" in md and "| rft | 0.000 | – |" in md
+    for name in ("learning_curves", "reward_vs_kl", "cost", "gc_view", "gc_view_off_policy", "overoptimisation"):
         png = out / "report" / f"{name}.png"
         assert png.is_file() and 0 < png.stat().st_size < 300_000, name
         assert f"]({name}.png)" in md
@@ -230,18 +237,33 @@ def tiny(tmp_path_factory):
     return cfg, task, base, Accelerator(cpu=True)
 
 
-def test_gc_view_shapes_and_signs(tiny, monkeypatch):
+@pytest.fixture(scope="module")
+def views(tiny):
+    """gc_view.compute for every registered method, and grpo with β = 0 as 'grpo@beta0' (no KL term: a clipped token's
+    GC is exactly 0), on the tiny model."""
+    import copy
+
     import methods.dpo
     from methods import REGISTRY
 
-    # DPO builds its preference set from base samples in __init__; the view only needs its GC on the probe
-    monkeypatch.setattr(methods.dpo, "load_or_build", lambda *a, **k: ({"train": []}, {}))
     cfg, task, base, acc = tiny
-    res = gc_view.compute([(n, n, cfg) for n in REGISTRY], base, task, acc, n_prompts=3)
+    beta0 = copy.deepcopy(cfg)
+    beta0.methods["grpo"] = {"beta": 0.0}
+    with pytest.MonkeyPatch.context() as mp:
+        # DPO builds its preference set from base samples in __init__; the view only needs its GC on the probe
+        mp.setattr(methods.dpo, "load_or_build", lambda *a, **k: ({"train": []}, {}))
+        return gc_view.compute([(n, n, cfg) for n in REGISTRY] + [("grpo@beta0", "grpo", beta0)], base, task, acc,
+                               n_prompts=3)
+
+
+def test_gc_view_shapes_and_signs(views):
+    from methods import REGISTRY
+
+    res = views
     assert not res["errors"], res["errors"]
     probe = res["probe"]
     assert len(probe) == 12 and [p["group"] for p in probe] == [0] * 4 + [1] * 4 + [2] * 4
-    assert set(res["methods"]) == set(REGISTRY)
+    assert set(res["methods"]) == set(REGISTRY) | {"grpo@beta0"}
     for name, entry in res["methods"].items():
         assert len(entry["gc"]) == len(probe), name
         for p, row in zip(probe, entry["gc"]):
@@ -257,6 +279,39 @@ def test_gc_view_shapes_and_signs(tiny, monkeypatch):
     # process supervision grades the steps of the all-wrong group: some of its tokens get a non-zero GC
     assert any(v != 0 for row in res["methods"]["grpo_ps"]["gc"][4:8] for v in row)
     assert all(v == 1.0 for row in res["methods"]["sft"]["gc"] for v in row)
+
+
+def test_gc_view_off_policy(views):
+    from methods import REGISTRY
+
+    on, off = views["methods"], views["off_policy"]
+    probe = views["probe"]
+    assert not off["errors"], off["errors"]
+    assert set(off["methods"]) == set(REGISTRY) | {"grpo@beta0"}  # every method, pairs, kto and remax included
+    ratios = [v for row in off["ratio"] for v in row]
+    assert min(ratios) < 0.75 and max(ratios) > 1.25  # past every clip band of GRPO's defaults (ε = 0.2)
+    for name, entry in off["methods"].items():
+        # the same rows as the on-policy view (pairs for the pairwise methods, every row for kto and remax)
+        assert [r is None for r in entry["gc"]] == [r is None for r in on[name]["gc"]], name
+        for p, row in zip(probe, entry["gc"]):
+            if row is not None:
+                assert len(row) == len(p["tokens"]) and all(math.isfinite(v) for v in row), name
+    # the view moved the policy: a ratio-weighted method's GC differs from its on-policy GC on some token
+    def flat(entry):
+        return [v for row in entry["gc"] if row is not None for v in row]
+
+    for name in ("grpo", "cispo", "sapo", "gspo", "ppo", "remax", "dpo", "kto"):
+        assert flat(off["methods"][name]) != flat(on[name]), name
+    assert all(v == 1.0 for row in off["methods"]["sft"]["gc"] for v in row)  # no ratio in SFT's GC
+    # GRPO's clip (β = 0) zeroes tokens whose advantage pushes r past the band; CISPO keeps each of them (clipped
+    # weight × Â ≠ 0), and records no zeroed token
+    grpo, cispo = off["methods"]["grpo@beta0"], off["methods"]["cispo"]
+    kept = [(i, t) for i, (g, c) in enumerate(zip(grpo["gc"], cispo["gc"])) for t in range(len(g))
+            if g[t] == 0 and c[t] != 0 and on["grpo@beta0"]["gc"][i][t] != 0]
+    assert kept, "grpo's clip zeroed no token that cispo keeps"
+    assert grpo["zeroed_frac"] > 0 and grpo["stats"]["clip_frac"] > 0 and cispo["zeroed_frac"] == 0
+    # with β > 0 the clipped token keeps −β·c: GRPO's own clip_frac still says where its clip acted
+    assert off["methods"]["grpo"]["stats"]["clip_frac"] == grpo["stats"]["clip_frac"]
 
 
 def test_gc_view_probe_variants(tiny):
