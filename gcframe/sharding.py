@@ -22,7 +22,6 @@ Shapes and the update do not change: FSDP2 averages gradients over processes (re
 from __future__ import annotations
 
 import contextlib
-import functools
 
 import torch
 import torch.nn as nn
@@ -38,11 +37,25 @@ def enabled(shard: str, world: int) -> bool:
     return shard == "fsdp2" and world > 1
 
 
-@functools.lru_cache(maxsize=None)
+_MESHES: dict = {}  # (device type, world) -> the run's DeviceMesh, made once
+
+
 def _mesh(device_type: str, world: int):
     from torch.distributed.device_mesh import init_device_mesh
 
-    return init_device_mesh(device_type, (world,))  # 1-D: every process holds 1/W of each parameter
+    if (device_type, world) not in _MESHES:  # 1-D: every process holds 1/W of each parameter
+        _MESHES[(device_type, world)] = init_device_mesh(device_type, (world,))
+    return _MESHES[(device_type, world)]
+
+
+def release_meshes() -> None:
+    """After destroy_process_group (at exit): let go of the process group through the device mesh. A DeviceMesh
+    keeps its groups (`_pg_registry`), and torch's DTensor caches keep the mesh after the models are gone, so the
+    Gloo group and its worker threads would outlive destroy_process_group until the interpreter's teardown, where
+    they can abort a finished process (`gcframe.trainer.make_accelerator`)."""
+    for mesh in _MESHES.values():
+        getattr(mesh, "_pg_registry", {}).clear()  # the last reference: the group ends, its threads joined
+    _MESHES.clear()
 
 
 def _is_fsdp(m: nn.Module) -> bool:

@@ -172,3 +172,38 @@ def test_processes_exit_cleanly(tmp_path):
         finally:
             p.kill()
         assert p.returncode == 0 and "terminate called" not in log, log[-2000:]
+
+
+THREADS_SCRIPT = """
+import atexit, os, sys; sys.path.insert(0, {root!r})
+def gloo_threads_at_exit():  # registered first, so it runs after make_accelerator's own exit handler
+    names = [open(f"/proc/self/task/{{t}}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    print("gloo threads at exit:", sorted(n for n in names if "gloo" in n), flush=True)
+atexit.register(gloo_threads_at_exit)
+import torch
+from gcframe import sharding
+from gcframe.trainer import make_accelerator
+acc = make_accelerator()
+from gcframe.modeling import ModelConfig, build_char_tokenizer, build_tiny_llama  # transformers' models, as a run
+model = build_tiny_llama(build_char_tokenizer(), ModelConfig(hidden_size=32, num_layers=1, num_heads=2,
+                                                             intermediate_size=64, max_positions=32))
+sharding.shard(model, torch.device("cpu"), acc.num_processes)  # FSDP2: a device mesh over the group
+model(input_ids=torch.ones(2, 4, dtype=torch.long)).logits.sum().backward()
+del model
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads the process's threads from /proc")
+def test_the_process_group_ends_with_its_threads(tmp_path):
+    """What makes the exit above safe, checked directly: once make_accelerator's exit handler has run, no Gloo thread
+    is left for the interpreter's teardown. Two things held the group past destroy_process_group: the defaults of
+    torch.distributed.nn.functional (imported with transformers' models after the group exists) and FSDP2's device
+    mesh, which torch's DTensor caches keep; with either, the threads (pt_gloo_runloop, gloo_tcp_loop) stayed, and a
+    resumed FSDP2 run aborted at exit once (tests/test_resume.py)."""
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS_SCRIPT.format(root=str(ROOT)))
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                        str(script)], capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                       timeout=180)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("gloo threads at exit: []") == 2, r.stdout[-2000:]  # both processes
