@@ -27,8 +27,9 @@ def out(tmp_path):
         "methods": {"grpo": {"beta": 0.04}, "grpo@long": {"train": {"steps": 8}}}}))
     ev = {"eval_accuracy": 0.5, "time_eval": 2.0, "gen_tokens": 0}
     # finished: 4 steps, time_s 8 at the end, two evaluations of 2 s -> 12 s over 4 steps = 3 s/step
-    _write(out, "grpo", 0, [{"step": 0, **ev, "time_s": 0.0}, *[{"step": s, "loss": 0.1, "time_s": 2.0 * (s + 1)}
-                                                               for s in range(4)], {"step": 4, **ev, "time_s": 8.0}])
+    trained = [{"step": s, "loss": 0.1, "time_s": 2.0 * (s + 1)} for s in range(4)]
+    done = _write(out, "grpo", 0, [{"step": 0, **ev, "time_s": 0.0}, *trained, {"step": 4, **ev, "time_s": 8.0}])
+    (done / "final").mkdir()  # its final model: a run is finished once that is written
     # running (this process holds its claim): 2 steps, 4 s + 2 s of evaluation -> 3 s/step, 2 steps left
     running = _write(out, "grpo", 1, [{"step": 0, **ev, "time_s": 0.0}, {"step": 0, "loss": 0.1, "time_s": 2.0},
                                       {"step": 1, "loss": 0.1, "time_s": 4.0}])
