@@ -162,8 +162,9 @@ def pair_rows(runs: Runs, table: pd.DataFrame | None = None) -> list[dict]:
 
 
 def gain_table(runs: Runs) -> pd.DataFrame:
-    """Each method − the base, per metric of the greedy re-scoring, through analysis.paired. The base is one model,
-    so its outcomes stand in every seed: d[s,p] = y_m[s,p] − y_base[p], and the seed variance is the method's alone.
+    """Each method − the base, per metric of the greedy re-scoring, through analysis.paired. A shared base is one
+    model, so its outcomes stand in every seed: d[s,p] = y_m[s,p] − y_base[p], and the seed variance is the method's
+    alone; with a base per seed (sft_base.per_seed) d[s,p] = y_m[s,p] − y_base_s[p], and it holds the bases' too.
     Empty without a re-scored base."""
     base = runs.base_outcomes()
     if base is None:

@@ -116,19 +116,25 @@ class Runs:
     def base_outcomes(self) -> pd.DataFrame | None:
         """The base's per-problem outcomes on the problems and samples of the greedy re-scoring (`outcomes()[0]`),
         under the method name `base_label`, repeated for each seed of the runs: one model, where every run started
-        (`python -m gcframe.evaluate OUT --base` writes OUT/rescored/base-n<N>-k<K>.jsonl). None without one."""
+        (`python -m gcframe.evaluate OUT --base` writes OUT/rescored/base-n<N>-k<K>.jsonl); or, with sft_base.per_seed,
+        each seed's own base (base-seed<s>-n<N>-k<K>.jsonl). None without one."""
         from gcframe.evaluate.problems import RESCORED
 
         picks = self.outcomes()
         if not picks or not picks[0][2].startswith(RESCORED_SOURCE):
             return None
         frame, _, _, k = picks[0]
-        f = self.out / RESCORED / f"base-n{frame['problem'].nunique()}-k{k}.jsonl"
+        seeds = sorted(int(s) for s in frame["seed"].unique())
+        n = frame["problem"].nunique()
+        own = {s: self.out / RESCORED / f"base-seed{s}-n{n}-k{k}.jsonl" for s in seeds}  # sft_base.per_seed
+        if all(f.is_file() for f in own.values()):
+            return pd.concat([_outcome_frame(read_jsonl(own[s]), self.base_label, s) for s in seeds],
+                             ignore_index=True)
+        f = self.out / RESCORED / f"base-n{n}-k{k}.jsonl"
         if not f.is_file():
             return None
         rows = read_jsonl(f)
-        return pd.concat([_outcome_frame(rows, self.base_label, int(s)) for s in sorted(frame["seed"].unique())],
-                         ignore_index=True)
+        return pd.concat([_outcome_frame(rows, self.base_label, s) for s in seeds], ignore_index=True)
 
     def eval_split(self) -> str:
         """Which problems the runs' evaluations while training used (train.eval_split): "test" or "validation"."""

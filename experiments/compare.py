@@ -30,6 +30,7 @@ Output (OUT = --out, default runs/compare-<time>):
 from __future__ import annotations
 
 import argparse
+import copy
 import gc
 import os
 import shutil
@@ -214,12 +215,34 @@ def interrupted_line(out: Path, where: dict) -> str:
             f"{kept}; continue with: {resume}")
 
 
-def run_cells(out: Path, cfg, names: list[str], seeds: list[int], *, base_dir, task, acc, rm, args, where: dict,
+def seed_bases(cfg, task, acc, show: bool):
+    """seed -> (the SFT base's folder, its info): one base for every seed, or each seed its own with
+    sft_base.per_seed (gcframe.pipeline.stage1_seed), trained on first use and cached; each base's line printed once."""
+    from gcframe import pipeline
+
+    said: set = set()
+
+    def base(seed: int):
+        run = copy.deepcopy(cfg)
+        run.seed = seed
+        d, info = pipeline.sft_base(run, task, acc, show_progress=show)
+        if d not in said and not info.get("pretrained"):
+            said.add(d)
+            which = f" for seed {seed}" if cfg.sft_base.per_seed else ""
+            acc.print(f"SFT base{which}: {d} (held-out accuracy {info['eval_accuracy']:.3f} on "
+                      f"{min(cfg.train.eval_size, len(task.heldout))} problems)")
+        return d, info
+
+    return base
+
+
+def run_cells(out: Path, cfg, names: list[str], seeds: list[int], *, bases, task, acc, rm, args, where: dict,
               tracker_names, show: bool, wait_line: bool = True) -> list[dict] | None:
     """Train every (label, seed) cell of a comparison into OUT/<label>/seed<k> -> summary rows, in label-then-seed
-    order; None when a cell is still running in another process (which then writes the summary). A finished cell
-    is read back, a cell another process holds (a claim file) is skipped and read at the end (wait_line: say so
-    when it has not finished by then; the tuning waits for its trials itself)."""
+    order, each from its seed's base (`bases`: `seed_bases`); None when a cell is still running in another process
+    (which then writes the summary). A finished cell is read back, a cell another process holds (a claim file) is
+    skipped and read at the end (wait_line: say so when it has not finished by then; the tuning waits for its trials
+    itself)."""
     from gcframe.tracking import checkpoint, claims, final_model, trackers
     from gcframe.tracking.env import write_env
     from gcframe.trainer import Trainer
@@ -237,7 +260,7 @@ def run_cells(out: Path, cfg, names: list[str], seeds: list[int], *, base_dir, t
             if res is None:
                 try:  # a run that stops on bad input (a reward function failing on a sample) keeps what it wrote
                     where["phase"] = f"while {label} seed {seed} was set up"
-                    trainer = Trainer(run_cfg, name, run_dir, base_dir, task, acc, show_progress=show,
+                    trainer = Trainer(run_cfg, name, run_dir, bases(seed)[0], task, acc, show_progress=show,
                                       reward_model=rm, label=f"{label} seed {seed}", step0_evals=out / "step0_evals")
                     where["trainer"] = trainer
                     if acc.is_main_process:
@@ -355,13 +378,13 @@ def _main(args, where: dict) -> int:
         write_env(out / ("env.resume.json" if args.resume else "env.json"))
     where["config_written"] = True
     where["phase"] = "while the SFT base was trained (it is trained again on --resume)"
-    base_dir, base_info = pipeline.sft_base(cfg, task, acc, show_progress=show)
+    bases = seed_bases(cfg, task, acc, show)
+    for seed in seeds if cfg.sft_base.per_seed else seeds[:1]:  # each before any run: minutes from an empty cache
+        base_dir, base_info = bases(seed)
+    base_dir, base_info = bases(seeds[0])  # the reward model's and the GC view's
     if base_info.get("pretrained"):
         acc.print(f"base model: {cfg.model.path} (pretrained, no stage 1; prompts: {task.fmt.name}; its held-out "
                   "accuracy is every run's step-0 evaluation)")
-    else:
-        acc.print(f"SFT base: {base_dir} (held-out accuracy {base_info['eval_accuracy']:.3f} on "
-                  f"{min(cfg.train.eval_size, len(task.heldout))} problems)")
     rm = None
     if cfg.train.reward == "reward_model":  # the seed's stage 2: r_φ trained once on preferences (cached)
         import json
@@ -374,7 +397,7 @@ def _main(args, where: dict) -> int:
         if acc.is_main_process:
             (out / "reward_model.json").write_text(json.dumps(rm_info, indent=1))
 
-    ctx = dict(base_dir=base_dir, task=task, acc=acc, rm=rm, args=args, where=where, tracker_names=tracker_names,
+    ctx = dict(bases=bases, task=task, acc=acc, rm=rm, args=args, where=where, tracker_names=tracker_names,
                show=show)
     if args.tune_spec:  # each method's rate chosen on validation first (OUT/tune/), then every run at its chosen rate
         from experiments import tune

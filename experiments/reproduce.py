@@ -197,7 +197,8 @@ def rescored(out: Path, args: list[str]) -> bool:
     n = args[args.index("--problems") + 1] if "--problems" in args else None
     k = args[args.index("--k") + 1] if "--k" in args else "0"
     runs = [p for p in out.glob("*/seed*") if (p / "final").is_dir()]
-    base = "--base" not in args or list((out / "rescored").glob(f"base-n{n or '*'}-k{k}.jsonl"))
+    base = "--base" not in args or list((out / "rescored").glob(f"base-n{n or '*'}-k{k}.jsonl")) or \
+        list((out / "rescored").glob(f"base-seed*-n{n or '*'}-k{k}.jsonl"))  # a base per seed (sft_base.per_seed)
     return bool(base) and all(list((p / "rescored").glob(f"final-n{n or '*'}-k{k}.jsonl")) for p in runs)
 
 

@@ -77,6 +77,10 @@ class SFTBaseConfig:
     """Polyak averaging: θ̄ ← ema·θ̄ + (1 − ema)·θ after every step, and the base is θ̄. On the steep part of the
     curve the raw weights' greedy accuracy jumps by ±0.1 between evaluations 10 steps apart; the average's rises
     smoothly, so a target is met without overshoot. 0: the raw weights."""
+    per_seed: bool = False
+    """Each seed its own base: stage 1 of a run with seed s is trained with seed s (model init and data order; the
+    task's split and demonstrations stay task.seed's) and cached under its own key, so that the base-to-base variation
+    is inside every interval over seeds. False: one base, stage-1 seed task.seed, shared by every seed."""
 
     def validate(self) -> None:
         if not 0.0 <= self.target_accuracy <= 1.0:

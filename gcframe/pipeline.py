@@ -49,10 +49,17 @@ def check_context(cfg: RunConfig, task, tok, context: int | None) -> None:
                         "task size) or lower train.max_new_tokens")
 
 
+def stage1_seed(cfg: RunConfig) -> int:
+    """The seed of stage 1 (model init, data order): the run's own with sft_base.per_seed, else task.seed."""
+    return cfg.seed if cfg.sft_base.per_seed else cfg.task.seed
+
+
 def base_key(cfg: RunConfig) -> str:
     model = {k: v for k, v in cfg.to_dict()["model"].items() if k not in RUNTIME_MODEL_OPTIONS}
-    blob = json.dumps({"task": cfg.to_dict()["task"], "model": model,
-                       "sft_base": cfg.to_dict()["sft_base"], "version": 1}, sort_keys=True)
+    sft = {k: v for k, v in cfg.to_dict()["sft_base"].items() if k != "per_seed"}  # one shared base: the key as
+    if cfg.sft_base.per_seed:  # before the option existed; a base per seed: its seed is part of the key
+        sft["seed"] = stage1_seed(cfg)
+    blob = json.dumps({"task": cfg.to_dict()["task"], "model": model, "sft_base": sft, "version": 1}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -124,7 +131,7 @@ def stage1_config(cfg: RunConfig, eval_every: int = 0) -> RunConfig:
                                max_new_tokens=cfg.train.max_new_tokens, eval_every=eval_every,
                                eval_size=cfg.train.eval_size, eval_k=0, sample_every=0,
                                checkpoint_every=0)  # not resumable: its folder is per process (pid)
-    stage1.seed = cfg.task.seed
+    stage1.seed = stage1_seed(cfg)
     stage1.model = dataclasses.replace(cfg.model, bf16=False, gradient_checkpointing=False, lora_rank=0)
     return stage1
 
@@ -139,7 +146,7 @@ def _train_sft_base(cfg: RunConfig, task, accelerator, d: Path, show_progress: b
     from gcframe.trainer import Trainer
 
     tok = build_char_tokenizer()
-    model = build_tiny_llama(tok, cfg.model, seed=cfg.task.seed)
+    model = build_tiny_llama(tok, cfg.model, seed=stage1_seed(cfg))
     s = cfg.sft_base
     tmp = d.with_name(d.name + f".tmp{os.getpid()}")
     if show_progress and accelerator.is_main_process and progress.ENABLED:  # minutes, once per task and model

@@ -180,8 +180,8 @@ def run(args) -> int:
         check_writable(run / RESCORED, f"the re-scoring writes {run / RESCORED}: make it writable, or copy the "
                        "folder and score the copy")
     threads.setup(args.threads)  # torch's threads for this machine's load, printed first
-    if args.base:  # the runs share their base (check_same_task): one model, scored at step 0 with the first seed
-        work.append((path, configs[0], "base", 0, None))
+    if args.base:  # the runs share their base (check_same_task): one model, scored at step 0 with the first seed;
+        work += base_work(path, configs)  # or, with sft_base.per_seed, each seed's own base with that seed
     return _rescore(args, path, work, single=runs == [path])
 
 
@@ -216,7 +216,8 @@ def _rescore(args, path: Path, work: list, single: bool = False) -> int:
     scored, kept, elsewhere, t_start = [], [], [], time.time()  # scored: by this process; kept: already written
     for run, raw, name, step, model_path in work:
         out = run / RESCORED / f"{name}-n{n}-k{args.k}.jsonl"
-        label = "base model" if name == "base" else f"{run.parent.name} {run.name} {name}"
+        label = name.replace("base", "base model", 1).replace("-seed", " seed ") if name.startswith("base") else \
+            f"{run.parent.name} {run.name} {name}"
         if out.is_file():
             kept.append(label)
             continue
@@ -232,7 +233,7 @@ def _rescore(args, path: Path, work: list, single: bool = False) -> int:
             run_cfg = from_dict(raw)
             if name == "final":
                 model, tok = load_final(model_path)
-            elif name == "base":
+            elif name.startswith("base"):
                 from gcframe.modeling import load_model_and_tokenizer
 
                 model, tok = load_model_and_tokenizer(base_of(run_cfg, task))
@@ -254,6 +255,15 @@ def _rescore(args, path: Path, work: list, single: bool = False) -> int:
     else:
         print(next_step(path, single, n, args.k))
     return 0
+
+
+def base_work(path: Path, configs: list[dict]) -> list[tuple]:
+    """The base's work items for --base: one model scored with the first run's seed into base-n<N>-k<K>.jsonl, or,
+    where the runs trained each seed's own base (sft_base.per_seed), each seed's into base-seed<s>-n<N>-k<K>.jsonl."""
+    if not (configs[0].get("sft_base") or {}).get("per_seed") or (configs[0].get("model") or {}).get("path"):
+        return [(path, configs[0], "base", 0, None)]
+    by_seed = {int(c.get("seed", 0)): c for c in configs}
+    return [(path, by_seed[s], f"base-seed{s}", 0, None) for s in sorted(by_seed)]
 
 
 def base_of(cfg, task) -> str:
