@@ -80,7 +80,8 @@ class SFTBaseConfig:
     per_seed: bool = False
     """Each seed its own base: stage 1 of a run with seed s is trained with seed s (model init and data order; the
     task's split and demonstrations stay task.seed's) and cached under its own key, so that the base-to-base variation
-    is inside every interval over seeds. False: one base, stage-1 seed task.seed, shared by every seed."""
+    is inside every interval over seeds (the reward model, train.reward: reward_model, is trained on the first seed's
+    base). False: one base, stage-1 seed task.seed, shared by every seed."""
 
     def validate(self) -> None:
         if not 0.0 <= self.target_accuracy <= 1.0:
