@@ -38,6 +38,9 @@ def test_two_seeds_get_two_bases_and_a_seed_reuses_its_own(tmp_path, monkeypatch
     d0, info0 = pipeline.sft_base(cfg0, task, acc, show_progress=False)
     d1, info1 = pipeline.sft_base(cfg1, task, acc, show_progress=False)
     assert d0 != d1 and not torch.equal(_weights(d0), _weights(d1))  # another init and data order: another base
+    shared, _ = pipeline.sft_base(pipeline.prepare(_config(False, 1))[0], task, acc, show_progress=False)
+    assert shared not in (d0, d1) and torch.equal(_weights(shared), _weights(d0))  # seed 0's is the shared one (task
+    # seed 0), under its own key
 
     def train_again(*args, **kwargs):
         raise AssertionError("a cached base was trained again")
