@@ -61,10 +61,16 @@ class MethodConfig:
 
     @classmethod
     def from_dict(cls, values: dict, method: str) -> "MethodConfig":
-        """Options from `methods.<method>` in a config: names and types checked, then `validate()`."""
+        """Options from `methods.<method>` in a config: names and types checked, then `validate()`. A refusal whose
+        line does not name its section (a validate() that cannot know the label) gets it in front: methods.<method>:"""
         from gcframe.config import _section  # the same checks as every other config section
 
-        return _section(cls, values or {}, f"methods.{method}")
+        try:
+            return _section(cls, values or {}, f"methods.{method}")
+        except UserError as e:
+            if f"methods.{method}" in str(e) or f"methods.{method.split('@', 1)[0]}." in str(e):
+                raise
+            raise UserError(f"methods.{method}: {e}") from None
 
 
 class Method:

@@ -65,6 +65,10 @@ class DAPO(GRPO):
 
         def validate(self) -> None:
             super().validate()
+            if self.clip_eps_high is not None and self.clip_eps_high < self.clip_eps:  # §3.1: clip-higher
+                raise UserError(f"methods.dapo.clip_eps_high (ε_high, {self.clip_eps_high}) is below clip_eps (ε_low, "
+                                f"{self.clip_eps}): DAPO's clip-higher raises the upper edge, ε_high >= ε_low; swap "
+                                "them, or use grpo for a band that is wider below")
             if self.overlong_cache is not None and self.overlong_cache < 0:
                 raise UserError(f"methods.dapo.overlong_cache must be >= 0 tokens (0: no shaping, null: a fifth of "
                                 f"train.max_new_tokens), got {self.overlong_cache}")

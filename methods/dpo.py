@@ -118,13 +118,20 @@ class PreferencePairs(Method):
     """Every group of a batch is one chosen and one rejected sequence (analysis/gc_view.py pairs its probe so)."""
     Config = PreferenceConfig
 
+    @classmethod
+    def check_run(cls, cfg, label: str) -> None:
+        """Also, before the SFT base or the preference set is built: one pair per step at least (B·G >= 2)."""
+        super().check_run(cfg, label)
+        t = cfg.train
+        if t.prompts_per_step * t.group_size < 2:
+            raise UserError(f"method '{label}' trains on pairs: train.prompts_per_step · train.group_size must be >= 2 "
+                            f"(one pair per step), got {t.prompts_per_step} · {t.group_size}")
+
     def __init__(self, cfg: PreferenceConfig, ctx):
         super().__init__(cfg, ctx)
         self.pairs, self.pref_info = preference_set(cfg, ctx)
         t = ctx.cfg.train
-        self.n_pairs = t.prompts_per_step * t.group_size // 2  # P = B·G/2 (one fewer sequence if B·G is odd)
-        if self.n_pairs < 1:
-            raise UserError(f"{self.name} needs train.prompts_per_step · train.group_size >= 2 (one pair per step)")
+        self.n_pairs = t.prompts_per_step * t.group_size // 2  # P = B·G/2 (one fewer sequence if B·G is odd; >= 1)
 
     def collect(self, step: int) -> Batch:
         return pair_batch(self.ctx.tok, self.ctx.draw(self.pairs, self.n_pairs, "pairs"))  # 2P sequences

@@ -68,16 +68,24 @@ class KTO(Method):
     unpaired: ClassVar[bool] = True
     """Examples stand alone, flagged data["desirable"], with data["mismatched"] rows for z₀ (analysis/gc_view.py)."""
 
+    @classmethod
+    def check_run(cls, cfg, label: str) -> None:
+        """Also, before the SFT base or the preference set is built: a step must hold a labelled desirable and a
+        labelled undesirable example, each with its mismatched row (B·G >= 4)."""
+        super().check_run(cfg, label)
+        t = cfg.train
+        if t.prompts_per_step * t.group_size < 4:
+            raise UserError(f"method '{label}' needs a desirable and an undesirable example, each with its mismatched "
+                            f"row, per step: train.prompts_per_step · train.group_size must be >= 4, got "
+                            f"{t.prompts_per_step} · {t.group_size}")
+
     def __init__(self, cfg: KTOConfig, ctx):
         super().__init__(cfg, ctx)
         train, self.pref_info = preference_set(cfg, ctx)
         self.examples = {side: [{"prompt": r["prompt"], "completion": r[side], "answer": r["answer"]} for r in train]
                          for side in ("chosen", "rejected")}  # desirable, undesirable
         t = ctx.cfg.train
-        self.n = t.prompts_per_step * t.group_size // 4  # n per sign: 2n examples + 2n mismatched rows = B·G
-        if self.n < 1:
-            raise UserError("kto needs train.prompts_per_step · train.group_size >= 4 (a desirable and an undesirable "
-                            "example, each with its mismatched row, per step)")
+        self.n = t.prompts_per_step * t.group_size // 4  # n per sign: 2n examples + 2n mismatched rows = B·G (>= 1)
 
     def collect(self, step: int) -> Batch:
         good = self.ctx.draw(self.examples["chosen"], self.n, "chosen")  # this process's share of the n
