@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from gcframe.textbook import _mean_as_written, textbook
+from gcframe.textbook.core import _mean_as_written, textbook
 from gcframe.textbook.classic import _group_centred
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gcframe.textbook import _mean_as_written, textbook
+from gcframe.textbook.core import _mean_as_written, textbook
 
 
 @textbook("sft")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gcframe.textbook import textbook
+from gcframe.textbook.core import textbook
 from gcframe.textbook.classic import _dpo
 
 
