@@ -183,6 +183,10 @@ def compute(runs: list[tuple[str, str, object]], base_dir, task, accelerator, n_
             continue
         n_probe = len(result["probe"])
         result["methods"][label] = {"method": name, "gc": _rows(gc, batch, rows, n_probe)}
+        if getattr(trainer, "sharded", False):  # the perturbation draws whole parameters: not over FSDP2's shards
+            off["note"] = "not computed: the policy is sharded (train.shard: fsdp2); run the view in one process"
+            del trainer
+            continue
         try:  # the off-policy view of the same method: its own failure loses neither view of the others
             scale = move_policy(trainer, probe.to(trainer.ctx.device))
             gc_off, ratio, stats = off_policy_gc(trainer, batch)

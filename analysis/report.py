@@ -697,6 +697,8 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
         ratios = [v for row in off.get("ratio") or [] for v in row or []]
         span = f" (ratios on the probe {min(ratios):.3f}–{max(ratios):.3f})" if ratios else ""
         md += ["\n### GC view off-policy\n", f"{off.get('note', '')}{span}\n", _gc_off_table(runs)]
+    elif off.get("note") and (runs.gc or {}).get("methods"):  # not computed (a sharded policy): say why
+        md.append(f"- Off-policy GC view: {off['note']}\n")
     for label, err in off.get("errors", {}).items():
         md.append(f"- Off-policy GC view of {label} failed: {err}\n")
     starved = []
