@@ -336,8 +336,10 @@ def test_deepseekmath_findings_are_decided_by_the_paired_test(tmp_path):
     # seed 0:    [1, 1, 1, 0]    [0, 1, 0, 0]   [1, 0, 1, 0]
     # seed 1:    [1, 1, 0, 1]    [0, 0, 0, 1]   [1, 1, 0, 0]
     # D = 4/8 = 0.5; seed means .5, .5 -> MS_S = 0; problem means [1, .5, .5, 0] -> MS_P = 2·0.5/3 = 1/3;
-    # residuals [0, −.5, .5, 0], [0, .5, −.5, 0] -> MS_E = 1/3 -> (MS_S + MS_P − MS_E)/8 = 0 is floored at
-    # MS_E/8 = 1/24 with 3 df: SE 0.2041, t(0.975, 3) = 3.182 -> ±0.650: [−0.150, +1.150], not separated
+    # residuals [0, −.5, .5, 0], [0, .5, −.5, 0] -> MS_E = 1/3. Components truncated at 0: σ²_S = (0 − 1/3)/4 -> 0,
+    # σ²_P = (1/3 − 1/3)/2 = 0, so Var = MS_E/8 = 1/24, SE 0.2041; Satterthwaite over M_S = 1/3 (1 df), M_P = 1/3
+    # (3 df), −σ²_E = −1/3 (3 df): ν = (1/3)² / ((1/3)²·(1 + 1/3 + 1/3)) = 0.6, t(0.975, 0.6) = 67.84 -> ±13.849:
+    # [−13.349, +14.349], not separated (two seeds whose seed term is not seen leave almost no df)
     for seed, (online, offline) in enumerate([([1, 1, 1, 0], [0, 1, 0, 0]), ([1, 1, 0, 1], [0, 0, 0, 1])]):
         _write_run(out, "online_rft", seed, sum(online) / 4, kl=False)
         _write_run(out, "rft", seed, sum(offline) / 4, kl=False)
@@ -345,7 +347,7 @@ def test_deepseekmath_findings_are_decided_by_the_paired_test(tmp_path):
         _write_problems(out, "rft", seed, offline)
     md = write_report(out).read_text()
     line = next(ln for ln in md.splitlines() if ln.startswith("| §5.2.1, Fig. 5: online RFT beats RFT"))
-    assert "| online_rft − rft | greedy | +0.500 [-0.150, +1.150] | not separated | 2 | 4 |" in line
+    assert "| online_rft − rft | greedy | +0.500 [-13.349, +14.349] | not separated | 2 | 4 |" in line
     assert "**greedy** (2 seeds × 4 problems): 0 of 1 pair separated by the paired test. Means: online_rft 0.750, rft 0.250." in md
     assert "grpo − online_rft" not in md  # only comparisons whose two methods ran
 
@@ -657,11 +659,12 @@ def test_the_findings_give_the_groups_the_test_orders():
 
 
 def test_the_report_draws_the_pairs_as_a_matrix_and_keeps_the_sentence_to_groups(tmp_path):
-    """Three methods, two seeds × 12 problems: grpo right on all, rft on alternate halves, sft on none.
-    grpo − rft: d = 0 or 1 (seed 1 the other half), seed and problem means all 0.5, so MS_S = MS_P = 0 and the
-    variance is floored at MS_E/(S·P) with MS_E = 24 · 0.5²/11 = 0.545: SE = √(0.545/24) = 0.151, t(0.975, 11) =
-    2.201, 0.5 ± 0.332: separated; rft − sft likewise; grpo − sft = 1 on every cell. So grpo > rft > sft, and
-    pairs.png is written and linked."""
+    """Three methods, two seeds × 12 problems: grpo right on all, rft on alternate problems (the same on both seeds),
+    sft on none. grpo − rft: d = 0, 1, 0, 1, ... on both seeds: seed means 0.5, 0.5 -> MS_S = 0; no residual, MS_E = 0;
+    problem means 0 or 1 -> MS_P = 2 · 12 · 0.5²/11 = 0.545, σ²_P = 0.545/2 = 0.273, Var = σ²_P/12 = 0.0227,
+    SE = 0.151; Satterthwaite over M_S = 0 (1 df), M_P = 0.545 (11 df): ν = 11, t(0.975, 11) = 2.201, 0.5 ± 0.332:
+    separated; rft − sft likewise; grpo − sft = 1 on every cell. So grpo > rft > sft, and pairs.png is written and
+    linked."""
     from analysis import findings
     from analysis.report import pair_matrix
     from analysis.runs import Runs
@@ -669,7 +672,7 @@ def test_the_report_draws_the_pairs_as_a_matrix_and_keeps_the_sentence_to_groups
     out = tmp_path / "out"
     for seed in (0, 1):
         _finished_run(out, "grpo", seed, [1] * 12)
-        _finished_run(out, "rft", seed, [1, 0] * 6 if seed == 0 else [0, 1] * 6)
+        _finished_run(out, "rft", seed, [1, 0] * 6)
         _finished_run(out, "sft", seed, [0] * 12)
     md = write_report(out).read_text()
     png = out / "report" / "pairs.png"
