@@ -88,6 +88,7 @@ NOT_RESULTS: dict[str, str] = {
     "744 tests": "the suite's size when the README was last updated (`pytest --collect-only` counts it)",
     "80 columns": "the width gcframe/tracking/progress.py draws a bar at when the terminal reports no size",
     "torch 2.13's": "a version",
+    "TRL 1.16": "a version (requirements/lock.txt pins trl==1.16.0)",
     "(23 GiB RAM)": "the benchmark machine's memory",
     "in about 40 lines": "the length of the adding-a-method guide's complete example",
     "the 99 other tokens": "the estimator lab's 100-token vocabulary less the right token",
