@@ -788,12 +788,12 @@ def test_performance_page():
     assert _is(compute_models["critic"] * mib, "41") and _is(compute_models["critic"] * 2 * mib, "81")
 
 
-# -- README: "Reproducing the results" -------------------------------------------------------------------------------
+# -- docs/results/index.md: "Reproducing a number" -----------------------------------------------------------------------------
 def test_readme_stability_sentence():
     """'Another CPU family sums float32 in another order: the mid-curve base is 0.410 on the AMD EPYC that built the
     atlas and 0.402 on the Intel Xeon that re-made the shared-rate contrast. On one CPU, 1e-7 weight perturbations
     move a stage 1 stopped by a step count from 0.42 to 0.74 and one stopped by its accuracy by 0.012'."""
-    readme = README.read_text()
+    readme = (ROOT / "docs" / "results" / "index.md").read_text()  # the README links to it
     _says(readme, "Another CPU family sums float32 in another order: the mid-curve base is 0.410 on the AMD EPYC "
                   "that built the atlas and 0.402 on the Intel Xeon that re-made the shared-rate contrast. On one CPU, "
                   "1e-7 weight perturbations move a stage 1 stopped by a step count from 0.42 to 0.74 and one "
@@ -964,9 +964,10 @@ def test_the_scarce_base_intervention():
 
 def test_the_scarce_base_under_rounding():
     """'From a base finished on 600 correct demonstrations ... That base is a plateau that 1e-7 weight perturbations
-    let stage 1 leave (0.920–0.936 instead of 0.356)' (README)."""
-    _says(README.read_text(), "From a base finished on 600 correct demonstrations", "That base is a plateau that "
-                              "1e-7 weight perturbations let stage 1 leave (0.920–0.936 instead of 0.356)")
+    let stage 1 leave (0.920–0.936 instead of 0.356)' (README, and the curves page that says what the base is)."""
+    _says(README.read_text(), "From a base finished on 600 correct demonstrations")
+    _says((ROOT / "docs" / "results" / "curves.md").read_text(), "That base is a plateau that 1e-7 weight "
+          "perturbations let stage 1 leave (0.920–0.936 instead of 0.356)")
     f = _csv("base_stability_scarce/curves.csv")
     last = f.groupby(["variant", "threads"]).tail(1).set_index(["variant", "threads"])["eval_accuracy"].astype(float)
     assert f"{last[('ref', '1')]:.3f}" == "0.356" and f"{last[('ref', '2')]:.3f}" == "0.356"
@@ -1130,8 +1131,9 @@ def test_default_page_the_slipped_base():
           "(−0.001 [−0.038, +0.037] greedy, `pairs.csv`)")
     _says(readme, "at 0.322 greedy and 0.608 pass@8 on test; three starts from weights moved by 1e-7 landed at "
                   "0.290–0.308 (three draws: a range, not a bound).",
-          "on the 354 test problems with one the base is right 0.048 of the time, the other methods 0.562 (DPO) to "
-          "0.879",
+          "The gain is the carries (0.048 → 0.562–0.879 on the 354 test problems with one), and it costs: on the 146 "
+          "without one the base is right 0.986 of the time, and online RFT, PPO, GRPO, GRPO-PS and DPO lose "
+          "0.046–0.064, separated.",
           "every other method gains, separated, from DPO's +0.347 to PPO's +0.575, and PPO is not separated from "
           "online RFT, online RFT@filled or RLOO.")
     curve = pd.read_csv(RESULTS / "default" / "base_curve.csv")
@@ -1159,6 +1161,11 @@ def test_default_page_the_slipped_base():
     assert (f"{rl.min():.3f}", f"{rl.max():.3f}") == ("0.562", "0.879") and len(rl) == 8
     gains = _csv("default/gains.csv")
     g = gains[gains["metric"] == "greedy"].set_index("method")
+    every = pd.read_csv(RESULTS / "default" / "gains.csv", dtype=str)  # the planned subgroups' rows too
+    lost = every[(every["metric"] == "greedy") & (every["subgroup"] == "no_carry") & (every["separated"] == "yes")]
+    assert sorted(lost["method"]) == sorted(["online_rft", "ppo", "grpo", "grpo_ps", "dpo"])
+    drops = lost["gain [95% interval]"].map(lambda x: float(x.split()[0]))
+    assert (drops < 0).all() and _span(-drops, "0.046", "0.064")  # "lose 0.046–0.064, separated"
     assert g.loc["sft", "gain [95% interval]"] == "+0.002 [-0.024, +0.028]" and g.loc["sft", "separated"] == "no"
     assert (g.drop("sft")["separated"] == "yes").all()  # "every RL method gains"
     assert g.drop("sft")["gain [95% interval]"].map(lambda x: float(x.split()[0])).idxmax() == "ppo"  # "PPO most"
