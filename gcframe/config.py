@@ -242,7 +242,7 @@ class RunConfig:
 
 
 LR_SCHEDULES = ("constant", "cosine")
-POSITIVE = {"steps", "lr", "prompts_per_step", "group_size", "epochs", "minibatches", "batch_size",
+POSITIVE = {"steps", "lr", "prompts_per_step", "group_size", "epochs", "minibatches", "batch_size", "temperature",
             "eval_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_positions"}
 NON_NEGATIVE = {"max_new_tokens", "micro_batch_size", "grad_clip", "weight_decay", "eval_every",
                 "log_samples", "sample_every", "ref_refresh_every", "warmup_steps", "eval_k",

@@ -61,14 +61,10 @@ class ReMax(Method):
 
     @classmethod
     def check_run(cls, cfg, label: str) -> None:
-        """Also: sampling at train.temperature > 0, so that a sample can differ from the greedy rollout it is
-        compared with (at 0 the samples are that rollout: every r − r̂ is 0, and log-probs at T = 0 are undefined)."""
+        """Also: `grouped` needs groups. (train.temperature > 0, so that a sample can differ from the greedy rollout,
+        is every run's check: gcframe.config refuses a temperature <= 0.)"""
         super().check_run(cfg, label)
         check_grouped(cfg, label, cls.Config.grouped)
-        if not cfg.train.temperature > 0:
-            raise UserError(f"method '{label}' compares sampled completions with the greedy rollout: train.temperature "
-                            f"must be > 0, got {cfg.train.temperature} (at 0 every sample is the greedy rollout and "
-                            "every advantage r − r̂ is 0)")
 
     def collect(self, step: int) -> Batch:
         t, ctx = self.ctx.cfg.train, self.ctx

@@ -35,8 +35,8 @@ CASES = {
     "reinforce_pp_baseline ungrouped": ("reinforce_pp_baseline", {"grouped": False}, {},
                                         ["methods.reinforce_pp_baseline: group_baseline", "grouped: true"]),
     "remax negative beta": ("remax", {"beta": -1.0}, {}, ["methods.remax: beta must be >= 0"]),
-    "remax greedy sampling": ("remax", {}, {"temperature": 0.0},
-                              ["method 'remax'", "greedy rollout", "train.temperature must be > 0"]),
+    "remax greedy sampling": ("remax", {}, {"temperature": 0.0},   # every method's check: log-probs at T = 0
+                              ["train.temperature must be positive, got 0.0"]),
     "gpg one completion per prompt": ("gpg", {}, {"group_size": 1},
                                       ["method 'gpg'", "train.group_size must be >= 2", "got 1"]),
     "ipo tau 0": ("ipo", {"tau": 0.0}, {}, ["methods.ipo.tau must be > 0"]),
