@@ -102,6 +102,14 @@ RECIPES = {
                       "compare", "smollm2_all.yaml", [0, 1],
                       args=["--methods", "sft,rft,online_rft,dpo,grpo,rloo"],
                       quick=["--quick", "--methods", "sft,grpo"], rescore=["--problems", "500"]),
+    "smollm2_slip": Recipe(
+        "the default's design on SmolLM2-135M-Instruct: an SFT model (LoRA) finished on a slipping annotator's answers "
+        "(smollm2_slip_sft.yaml), then continued SFT, SFT on the demonstrations the checker accepts, RFT, online RFT, "
+        "GRPO and Dr. GRPO from it, each rate tuned on validation (3 rates, 32 steps), 3 seeds, final models and the "
+        "SFT model on the 500 test problems (greedy, 4 samples)", "compare", "smollm2_slip.yaml", [0, 1, 2],
+        args=["--tune"], quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "sft,grpo"],
+        base_run={"config": "smollm2_slip_sft.yaml", "method": "sft", "seed": 0, "band": (0.2, 0.6), "room": 0.10},
+        rescore=["--problems", "500", "--k", "4", "--base"]),
     "smollm2_lr": Recipe("the one-seed learning-rate sweep behind smollm2_all.yaml's per-method rates", "compare",
                          "smollm2_all.yaml", [0],
                          args=["--methods", "ppo@lr5e-4,rft@lr5e-4,dpo@lr5e-4,dpo@lr1e-3,sft@lr5e-4,sft@lr1e-3,"
