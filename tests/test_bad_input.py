@@ -204,16 +204,21 @@ def results(tmp_path_factory):
     return tmp, done
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_bad_input_is_one_line_and_exit_2(results, name):
-    tmp, done = results
-    r = done[name]
+def assert_one_line_refusal(r: subprocess.CompletedProcess, words) -> None:
+    """Exit status 2, no traceback, one stderr line 'error: ...' holding each of `words`."""
     assert r.returncode == 2, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    for words in CASES[name][3]:
-        assert words in lines[0]
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_and_exit_2(results, name):
+    tmp, done = results
+    r = done[name]
+    assert_one_line_refusal(r, CASES[name][3])
     out = tmp / name.replace(" ", "_") / "out"
     if name in AFTER_CHECKPOINT:  # stopped at step 3: the checkpoint of step 2 and the rows up to it are kept
         run = out / "grpo" / "seed0"
