@@ -178,7 +178,8 @@ THREADS_SCRIPT = """
 import atexit, os, sys; sys.path.insert(0, {root!r})
 def gloo_threads_at_exit():  # registered first, so it runs after make_accelerator's own exit handler
     names = [open(f"/proc/self/task/{{t}}/comm").read().strip() for t in os.listdir("/proc/self/task")]
-    print("gloo threads at exit:", sorted(n for n in names if "gloo" in n), flush=True)
+    line = f"rank {{os.environ['RANK']}}: gloo threads at exit: {{sorted(n for n in names if 'gloo' in n)}}\\n"
+    os.write(1, line.encode())  # one write: the two processes share the pipe, and print's pieces can interleave
 atexit.register(gloo_threads_at_exit)
 import torch
 from gcframe import sharding
@@ -206,4 +207,5 @@ def test_the_process_group_ends_with_its_threads(tmp_path):
                         str(script)], capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
                        timeout=180)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.count("gloo threads at exit: []") == 2, r.stdout[-2000:]  # both processes
+    for rank in (0, 1):
+        assert f"rank {rank}: gloo threads at exit: []\n" in r.stdout, r.stdout[-2000:]
