@@ -55,9 +55,8 @@ CASES = {
 }
 
 
-CLI = ["dapo eps_high < eps_low", "simpo negative gamma", "kto desirable weight 0", "sapo tau 0",
-       "kto without both labels", "remax greedy sampling"]
-"""The issue's examples, through compare.py in a subprocess."""
+CLI = ["dapo eps_high < eps_low", "kto without both labels", "remax greedy sampling"]
+"""An option's domain, a method's data and a train option, through compare.py in a subprocess."""
 
 
 def _raw(name: str) -> dict:

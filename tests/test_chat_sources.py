@@ -1,4 +1,6 @@
-"""Every data source on a chat model (its own file, so that the suite's two workers share the chat tests)."""
+"""Every data source on a chat model, a minute of one core: behind the `slow` marker (python -m pytest -m slow
+tests/test_chat_sources.py), so the README's test command stays within CI's ten minutes; tests/test_chat.py runs the
+chat path itself (sft, grpo, ppo's refusal, two processes) in every run."""
 from __future__ import annotations
 
 import json
@@ -21,6 +23,7 @@ overlong shaping). sft and grpo run on the chat model in test_chat.py; the other
 only in GC, which is model-agnostic (gcframe.verify)."""
 
 
+@pytest.mark.slow
 def test_every_data_source_runs_on_a_chat_model(chat_dir, tmp_path):
     """compare.py --model on the tiny chat model: no stage 1, π_ref = the loaded model, every data source, the
     report."""
