@@ -40,24 +40,47 @@ def expected_max(scores: list[float], n: int) -> float:
     return sum(x * ((i / N) ** n - ((i - 1) / N) ** n) for i, x in enumerate(v, start=1))
 
 
+COMPUTE = ["gen_tokens", "dropped_tokens", "pool_tokens", "time_s", "critic_s"]
+
+
 def read(out: Path) -> pd.DataFrame:
+    """One row per (method, rate): validation accuracy averaged over the tuning seeds (what the choice was made on;
+    a rate with a diverged seed is diverged), `seeds`, and the mean compute of one trial (experiments/tune.compute).
+    Folders tuned on one seed before tune.csv had a seed column read the same."""
     f = Path(out) / TUNE_CSV
     if not f.is_file():
         raise UserError(f"no tuning in {out}: {f} is missing (run compare.py with --tune)")
     df = pd.read_csv(f)
-    df["score"] = df["val_accuracy"].where(df["status"] == "ok", 0.0)
-    return df
+    if "seed" not in df:
+        df["seed"] = 0
+    have = [c for c in COMPUTE if c in df]
+    g = df.groupby(["method", "lr"], sort=False)
+    agg = g.agg(val_accuracy=("val_accuracy", "mean"), seeds=("seed", "nunique"), chosen=("chosen", "any"),
+                diverged=("status", lambda s: (s == "diverged").any()), **{c: (c, "mean") for c in have})
+    agg = agg.reset_index()
+    agg["status"] = agg.pop("diverged").map({True: "diverged", False: "ok"})
+    agg["edge"] = agg["lr"].isin(df[df["edge"]]["lr"]) if "edge" in df else False
+    agg["score"] = agg["val_accuracy"].where(agg["status"] == "ok", 0.0)
+    return agg
 
 
 def tables(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(one row per method: the chosen rate and every trial's validation accuracy; expected best against n)."""
+    """(one row per method: the chosen rate, every rate's validation accuracy (mean over the tuning seeds), and the
+    chosen trial's compute; expected best against n)."""
     chosen = df[df["chosen"]].set_index("method")
     rows, curve = [], []
     for m, g in df.groupby("method", sort=False):
         trials = {f"lr {r['lr']:g}": ("diverged" if r["status"] == "diverged" else f"{r['val_accuracy']:.3f}")
                   for _, r in g.sort_values("lr").iterrows()}  # every trial's validation accuracy
-        rows.append({"method": m, "chosen lr": f"{chosen.loc[m, 'lr']:g}", **trials,
-                     "expected best, 1 trial": f"{expected_max(list(g['score']), 1):.3f}"})
+        c = chosen.loc[m]
+        cost = {}
+        if "gen_tokens" in df:  # one trial at the chosen rate: what it generated (dropped, pool) and its wall time
+            cost = {"generated tokens": f"{c['gen_tokens']:,.0f}", "of which dropped": f"{c['dropped_tokens']:,.0f}",
+                    "pool": f"{c['pool_tokens']:,.0f}", "time (s)": f"{c['time_s']:.0f}",
+                    "critic (s)": f"{c['critic_s']:.0f}"}
+        rows.append({"method": m, "chosen lr": f"{c['lr']:g}", **trials,
+                     "expected best, 1 trial": f"{expected_max(list(g['score']), 1):.3f}",
+                     "seeds per trial": int(g["seeds"].max()), **cost})
         for n in range(1, len(g) + 1):
             curve.append({"method": m, "trials": n, "expected best": expected_max(list(g["score"]), n)})
     return pd.DataFrame(rows), pd.DataFrame(curve)
@@ -72,7 +95,7 @@ def figure(df: pd.DataFrame, curve: pd.DataFrame, path: Path) -> Path:
     sns.lineplot(data=df, x="lr", y="score", hue="method", palette=colors, marker="o", ax=ax1)
     for _, r in df[df["chosen"]].iterrows():
         ax1.scatter([r["lr"]], [r["score"]], s=140, facecolors="none", edgecolors=colors[r["method"]], linewidths=1.5)
-    ax1.set(xscale="log", xlabel="learning rate (one seed per trial)", ylabel="validation greedy accuracy",
+    ax1.set(xscale="log", xlabel="learning rate (mean over the tuning seeds)", ylabel="validation greedy accuracy",
             title="sensitivity (ringed: chosen)")
     rates = sorted(df["lr"].unique())
     ax1.minorticks_off()
@@ -98,10 +121,12 @@ def write(out: Path, report_dir: Path | None = None) -> Path:
     report_dir = Path(report_dir or Path(out) / "report")
     report_dir.mkdir(parents=True, exist_ok=True)
     figure(df, curve, report_dir / "tuning.png")
+    seeds = int(df["seeds"].max()) if len(df) else 0
     md = ("## Tuning: each method's rate, chosen on validation\n\n"
-          f"{len(df) // max(len(table), 1)} rates per method, one seed each, validation accuracy of every trial; the "
-          "chosen rate is the best (ties: the smaller rate); the expected best of one trial is their mean. Every "
-          "finding is scored on the test problems at these rates.\n\n" + markdown_table(table.to_dict("records"))
+          f"Every rate of the grid per method ({seeds} seed(s) each; a best rate at the grid's edge adds one rate "
+          "beyond it), validation accuracy averaged over the seeds; the chosen rate is the best (ties: the smaller "
+          "rate); the expected best of one trial is their mean. The compute columns are one trial's at the chosen "
+          "rate. Every finding is scored on the test problems at these rates.\n\n" + markdown_table(table.to_dict("records"))
           + "\n![sensitivity and expected best validation accuracy](tuning.png)\n")
     (report_dir / "tuning.md").write_text(md)
     return report_dir / "tuning.md"

@@ -66,14 +66,18 @@ class Recipe:
     models scored on more held-out problems than its training evaluations, for the paired comparison."""
 
 
-DEFAULT_METHODS = "sft,rft,online_rft,online_rft@filled,ppo,grpo,grpo_ps,dpo,rloo"
-"""The default result's labels: the eight methods and online_rft@filled, the intervention that gives online RFT as
-many correct samples per step as RFT (docs/results/default.md)."""
+DEFAULT_METHODS = ("sft,rft,online_rft,online_rft@filled,ppo,grpo,grpo_ps,dpo,rloo,sft_filtered,sft_clean,"
+                   "dr_grpo,dapo,gspo,cispo,sapo,reinforce_pp,reinforce_pp_baseline,remax,gpg,"
+                   "ipo,simpo,kto,orpo,online_dpo")
+"""The default result's labels: the seed's eight methods and online_rft@filled, the intervention that gives online RFT
+as many correct samples per step as RFT; SFT given the checker's information (sft_filtered, sft_clean); and every
+other registered method (docs/results/default.md)."""
 
 RECIPES = {
-    "default": Recipe("the default comparison: each method's rate tuned on validation (4 rates, 1 seed), then 8 "
-                      "methods and the online-RFT intervention at their rates from the finished SFT base, 200 steps, "
-                      "3 seeds, final models scored on the 500 test problems", "compare", "default.yaml", [0, 1, 2],
+    "default": Recipe("the default comparison: each method's rate tuned on validation (4 rates, 2 seeds), then "
+                      "every method and the online-RFT intervention at their rates, 200 steps, 5 seeds, each from "
+                      "its own finished SFT base, final models scored on the 500 test problems", "compare",
+                      "default.yaml", [0, 1, 2, 3, 4],
                       args=["--tune", "--methods", DEFAULT_METHODS],
                       quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "sft,grpo"],
                       rescore=["--problems", "500", "--k", "8", "--base"]),

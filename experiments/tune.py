@@ -7,13 +7,17 @@ One rate does not fit eight methods: AdamW moves every weight by about lr per st
 a rate that suits SFT's dense, low-variance gradient can wreck a policy-gradient method's. A table at one shared rate
 reports that rate's fit to each method as much as the method. So every method gets the same tuning budget:
 
-    for each method m, for each rate η in tune.lr:  train m at η for tune.steps steps, seed tune.seed
+    for each method m, for each rate η in tune.lr:  train m at η for tune.steps steps, once per seed in tune.seeds
                                                     score its final model greedily on the validation problems
-    η*(m) = argmax_η  validation accuracy           (ties: the smaller rate)
+    v(m, η) = mean over tune.seeds of validation accuracy
+    η*(m) = argmax_η v(m, η)                         (ties: the smaller rate)
+    η* at the grid's edge (tune.extend):             one more rate beyond it, the grid's step on that side
+                                                    (η_0²/η_1 or η_k²/η_{k−1}), same steps and seeds; choose again
 
 and the comparison then runs every method at its η*(m), for every seed, scored on the test problems. The trials go
 to OUT/tune/<label>@lr<η>/seed<k> (a comparison folder of their own; two processes sharing OUT split them by claim
-files), their scores to OUT/tune/tune.csv, and the report draws each method's sensitivity curve (validation accuracy
+files), their scores and compute (generated tokens with RFT's pool and every dropped sample, wall time with PPO's
+critic) to OUT/tune/tune.csv, one row per trial and seed, and the report draws each method's sensitivity curve (validation accuracy
 against rate) and its expected best validation accuracy against the number of trials (analysis.tuning; Dodge et al.
 2019, "Show Your Work"). A trial that diverges (a non-finite loss) is a result, not a crash: it scores as the worst
 of its method's trials and is marked `diverged`.
@@ -33,12 +37,12 @@ MIN_RATES = 2
 
 
 def check_spec(spec: dict) -> dict:
-    """A tune section -> {lr: sorted rates, steps: int or None (train.steps), seed: int}; refused before anything
-    trains: fewer than 2 rates, a rate <= 0, unknown keys."""
-    unknown = set(spec) - {"lr", "steps", "seed"}
+    """A tune section -> {lr: sorted rates, steps: int or None (train.steps), seeds: [int], extend: bool}; refused
+    before anything trains: fewer than 2 rates, a rate <= 0, no seed, unknown keys. `seed: k` is `seeds: [k]`."""
+    unknown = set(spec) - {"lr", "steps", "seed", "seeds", "extend"}
     if unknown:
-        raise UserError(f"tune has unknown key(s) {', '.join(sorted(unknown))}: it takes lr (a list of rates), steps "
-                        "and seed")
+        raise UserError(f"tune has unknown key(s) {', '.join(sorted(unknown))}: it takes lr (a list of rates), steps, "
+                        "seeds (a list) and extend (true/false)")
     rates = spec.get("lr")
     if not isinstance(rates, list) or not all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in rates):
         raise UserError(f"tune.lr must be a list of learning rates like [1e-5, 3e-5, 1e-4, 3e-4], got {rates!r}: "
@@ -49,11 +53,29 @@ def check_spec(spec: dict) -> dict:
                         "between (4 spanning 30x is a fair budget)")
     if rates[0] <= 0 or not all(math.isfinite(r) for r in rates):
         raise UserError(f"tune.lr must hold rates > 0, got {rates[0]:g}: a learning rate is a positive step size")
-    steps, seed = spec.get("steps"), spec.get("seed", 0)
-    for key, value, low in (("steps", steps, 1), ("seed", seed, 0)):
+    if "seed" in spec and "seeds" in spec:
+        raise UserError("tune has both seed and seeds: give seeds, a list like [0, 1]")
+    seeds = spec["seeds"] if "seeds" in spec else [spec.get("seed", 0)]
+    steps = spec.get("steps")
+    if not isinstance(seeds, list) or not seeds:
+        raise UserError(f"tune.seeds must be a non-empty list of seeds like [0, 1], got {seeds!r}")
+    for key, value, low in (("steps", steps, 1), *(("seeds", s, 0) for s in seeds)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):
-            raise UserError(f"tune.{key} must be an integer >= {low}, got {value!r}")
-    return {"lr": rates, "steps": steps, "seed": seed}
+            raise UserError(f"tune.{key} must hold integers >= {low}, got {value!r}")
+    if len(set(seeds)) < len(seeds):
+        raise UserError(f"tune.seeds lists a seed twice ({seeds}): each trial runs once per seed")
+    extend = spec.get("extend", True)
+    if not isinstance(extend, bool):
+        raise UserError(f"tune.extend must be true or false, got {extend!r}")
+    return {"lr": rates, "steps": steps, "seeds": seeds, "extend": extend}
+
+
+def edge_rates(chosen: dict, rates: list[float]) -> dict:
+    """{label: the one rate beyond the grid's edge} for every label whose chosen rate is the grid's smallest or
+    largest: the grid's own step on that side, e.g. [1.5e-5, 5e-5, 1.5e-4, 5e-4] at 5e-4 -> 5e-4 · (5e-4/1.5e-4)
+    = 1.67e-3, at 1.5e-5 -> 1.5e-5 · (1.5e-5/5e-5) = 4.5e-6."""
+    low, high = rates[0] * rates[0] / rates[1], rates[-1] * rates[-1] / rates[-2]
+    return {label: (low if lr == rates[0] else high) for label, lr in chosen.items() if lr in (rates[0], rates[-1])}
 
 
 def trial_label(label: str, lr: float) -> str:
@@ -83,71 +105,119 @@ def tune(cfg, names: list[str], out: Path, run_cells, **ctx):
     other's before choosing (both choose the same)."""
     spec = ctx["args"].tune_spec
     acc = ctx["acc"]
-    tcfg = cfg
-    for label in names:
-        for lr in spec["lr"]:
-            tcfg = trial_config(tcfg, label, lr, spec)
-    trials = [(label, lr) for label in names for lr in spec["lr"]]
+    seeds = spec["seeds"]
     acc.print(f"tuning: {len(spec['lr'])} rates ({', '.join(f'{r:g}' for r in spec['lr'])}) x {len(names)} "
-              f"method(s), seed {spec['seed']}, scored on {min(cfg.train.eval_size, cfg.task.n_validation)} "
-              f"validation problems -> {out / TUNE_DIR}")
-    tdir = out / TUNE_DIR
-    for label, lr in trials:
-        if _result(tdir, tcfg, label, lr, spec) is None:
-            _run_trial(tdir, tcfg, label, lr, spec, run_cells, ctx)
-    results = _wait_for(tdir, tcfg, trials, spec)
+              f"method(s), seed(s) {', '.join(map(str, seeds))}, scored on "
+              f"{min(cfg.train.eval_size, cfg.task.n_validation)} validation problems -> {out / TUNE_DIR}")
+    trials = [(label, lr) for label in names for lr in spec["lr"]]
+    tcfg, results = _trials(cfg, trials, out / TUNE_DIR, spec, run_cells, ctx)
     chosen = choose(results)
+    extra = edge_rates(chosen, spec["lr"]) if spec["extend"] else {}
+    if extra:  # a best rate at the grid's edge: one more rate on that side, the same steps and seeds
+        acc.print("tuning: best at the grid's edge, one more rate each: " + ", ".join(
+            f"{label} {lr:g}" for label, lr in extra.items()))
+        tcfg, more = _trials(tcfg, list(extra.items()), out / TUNE_DIR, spec, run_cells, ctx)
+        results.update(more)
+        chosen = choose(results)
     if acc.is_main_process:
-        import pandas as pd
-
-        df = pd.DataFrame([{"method": label, "lr": lr, "val_accuracy": acc_, "status": status,
-                            "chosen": chosen[label] == lr} for (label, lr), (acc_, status) in results.items()])
-        df.to_csv(tdir / CSV, index=False)
+        _write_csv(out / TUNE_DIR, tcfg, results, chosen, spec)
     cfg = copy.deepcopy(cfg)
     for label in names:
         opts = dict(cfg.methods.get(label) or {})
         opts["train"] = {**(opts.get("train") or {}), "lr": chosen[label]}
         cfg.methods[label] = opts
+        tried = sorted(lr for (lab, lr) in results if lab == label)
         acc.print(f"{label:>12}: lr {chosen[label]:g} (validation accuracy "
                   f"{results[(label, chosen[label])][0]:.3f}; " + ", ".join(
                       f"{lr:g}: {'diverged' if results[(label, lr)][1] == 'diverged' else format(results[(label, lr)][0], '.3f')}"
-                      for lr in spec["lr"]) + ")")
+                      for lr in tried) + ")")
     return cfg
 
 
-def _run_trial(tdir: Path, tcfg, label: str, lr: float, spec: dict, run_cells, ctx) -> None:
-    """One trial; a trial whose loss turned non-finite is recorded as diverged (RUN/DIVERGED holds the message)."""
+def _trials(cfg, trials: list, tdir: Path, spec: dict, run_cells, ctx) -> tuple:
+    """(cfg with a variant per trial, {(label, lr): (mean validation accuracy over tune.seeds, status)}): runs the
+    trials not yet finished, one cell (trial, seed) at a time, and waits for those another process runs."""
+    for label, lr in trials:
+        cfg = trial_config(cfg, label, lr, spec)
+    cells = [(label, lr, seed) for label, lr in trials for seed in spec["seeds"]]
+    for cell in cells:
+        if _result(tdir, cfg, *cell) is None:
+            _run_trial(tdir, cfg, *cell, run_cells, ctx)
+    per_seed = _wait_for(tdir, cfg, cells)
+    results = {}
+    for label, lr in trials:
+        got = [per_seed[(label, lr, s)] for s in spec["seeds"]]
+        diverged = any(status == "diverged" for _, status in got)
+        results[(label, lr)] = (float("nan") if diverged else sum(a for a, _ in got) / len(got),
+                                "diverged" if diverged else "ok")
+    return cfg, results
+
+
+def _write_csv(tdir: Path, tcfg, results: dict, chosen: dict, spec: dict) -> None:
+    """OUT/tune/tune.csv: one row per trial and seed, its validation accuracy and compute; `chosen` marks the rows
+    of each label's chosen rate, `mean_val_accuracy` is what the choice was made on."""
+    import pandas as pd
+
+    rows = []
+    for (label, lr), (mean, status) in results.items():
+        for seed in spec["seeds"]:
+            acc_, st = _result(tdir, tcfg, label, lr, seed)
+            rows.append({"method": label, "lr": lr, "seed": seed, "val_accuracy": acc_, "status": st,
+                         "mean_val_accuracy": mean, "chosen": chosen[label] == lr,
+                         "edge": lr < spec["lr"][0] or lr > spec["lr"][-1],
+                         **compute(tdir / trial_label(label, lr) / f"seed{seed}")})
+    pd.DataFrame(rows).to_csv(tdir / CSV, index=False)
+
+
+def compute(run: Path) -> dict:
+    """What a trial cost, from its metrics.jsonl: generated tokens (gen_tokens counts every sampled token, those
+    dropped by dynamic sampling, @filled's extra draws and ReMax's greedy rollouts included; RFT's pool, sampled
+    from the base before step 1, is added), of which dropped (generated, never trained on), RFT's pool alone, and
+    wall time (s; PPO's critic updates included, and also given alone)."""
+    from gcframe.tracking.log import read_jsonl
+
+    path = run / "metrics.jsonl"
+    rows = [r for r in (read_jsonl(path) if path.is_file() else []) if "loss" in r]
+    if not rows:
+        return {"gen_tokens": 0, "dropped_tokens": 0, "pool_tokens": 0, "time_s": 0.0, "critic_s": 0.0}
+    pool = sum(r.get("pool_gen_tokens", 0.0) for r in rows)
+    dropped = sum(v for r in rows for k, v in r.items() if k.endswith("dropped_tokens"))
+    return {"gen_tokens": int(rows[-1]["gen_tokens"] + pool), "dropped_tokens": int(dropped), "pool_tokens": int(pool),
+            "time_s": round(rows[-1]["time_s"], 3), "critic_s": round(sum(r.get("time_critic", 0.0) for r in rows), 3)}
+
+
+def _run_trial(tdir: Path, tcfg, label: str, lr: float, seed: int, run_cells, ctx) -> None:
+    """One trial at one seed; one whose loss turned non-finite is recorded as diverged (RUN/DIVERGED holds why)."""
     tl = trial_label(label, lr)
     try:
-        run_cells(tdir, tcfg, [tl], [spec["seed"]], wait_line=False, **ctx)
+        run_cells(tdir, tcfg, [tl], [seed], wait_line=False, **ctx)
     except UserError as e:
         if "non-finite" not in str(e):
             raise
-        run = tdir / tl / f"seed{spec['seed']}"
+        run = tdir / tl / f"seed{seed}"
         run.mkdir(parents=True, exist_ok=True)
         (run / "DIVERGED").write_text(str(e) + "\n")
-        ctx["acc"].print(f"{tl} seed {spec['seed']}: diverged (recorded; it scores as its method's worst trial)")
+        ctx["acc"].print(f"{tl} seed {seed}: diverged (recorded; it scores as its method's worst trial)")
 
 
-def _result(tdir: Path, tcfg, label: str, lr: float, spec: dict) -> tuple[float, str] | None:
+def _result(tdir: Path, tcfg, label: str, lr: float, seed: int) -> tuple[float, str] | None:
     """(validation accuracy, "ok" | "diverged") of a finished trial, or None while it is not finished."""
     from gcframe.config import label_options
     from gcframe.tracking import checkpoint
 
     tl = trial_label(label, lr)
-    run = tdir / tl / f"seed{spec['seed']}"
+    run = tdir / tl / f"seed{seed}"
     if (run / "DIVERGED").is_file():
         return float("nan"), "diverged"
     res = checkpoint.finished(run, label_options(tcfg.methods, tl)[2].get("steps", tcfg.train.steps))
     return None if res is None else (float(res["final_accuracy"]), "ok")
 
 
-def _wait_for(tdir: Path, tcfg, trials: list, spec: dict, poll_s: float = 10.0) -> dict:
-    """Every trial's result, waiting for those another process is running."""
+def _wait_for(tdir: Path, tcfg, cells: list, poll_s: float = 10.0) -> dict:
+    """Every cell's result, waiting for those another process is running."""
     while True:
-        results = {t: _result(tdir, tcfg, *t, spec) for t in trials}
-        missing = [t for t, r in results.items() if r is None]
-        if not missing:
+        results = {c: _result(tdir, tcfg, *c) for c in cells}
+        if all(r is not None for r in results.values()):
             return results
         time.sleep(poll_s)
 

@@ -330,6 +330,10 @@ class Trainer:
         for key in ("rewards", "correct", "truncated"):
             if key in d:
                 tally.add(key, d[key])
+        if "correct" in d:  # the length of right and of wrong completions (Dr. GRPO's claim: 1/|o| lets wrong ones
+            n = batch.completion_mask.sum(-1)  # grow, Liu et al. 2025 §3.1); either may be empty in a step
+            tally.add("len_right", n[d["correct"] > 0])
+            tally.add("len_wrong", n[d["correct"] <= 0])
         grouped = "zero_var" in d
         if grouped:  # per sequence; groups are equal-sized, so the mean is the share of groups
             tally.add("zero_var_groups", d["zero_var"])
@@ -345,6 +349,9 @@ class Trainer:
             out.update(reward_mean=tally.mean("rewards"), reward_std=tally.std("rewards"))
         if "correct" in d:
             out["accuracy"] = tally.mean("correct")
+            for key in ("len_right", "len_wrong"):  # logged only in steps that had such completions: never a 0 or
+                if tally.count(key):  # NaN standing for "none"
+                    out[f"completion_{key}"] = tally.mean(key)
         if "gc_right" in tally.sums:  # ΣGC over right (wrong) completions' tokens / Σ|GC|: where the update's
             mass = max(tally.total("gc_abs"), 1e-30)  # weight goes; RFT: right 1, wrong 0; a zero-mean
             out.update(gc_right_mass=tally.total("gc_right") / mass,  # advantage: right > 0 > wrong

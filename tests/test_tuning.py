@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis.tuning import expected_max  # noqa: E402
-from experiments.tune import check_spec, choose  # noqa: E402
+from experiments.tune import check_spec, choose, edge_rates  # noqa: E402
 
 
 def compare(*args, **env):
@@ -71,6 +71,11 @@ def test_evaluations_spaced_evenly_in_log_steps():
     ({"lr": [-1e-4, 1e-4]}, r"tune.lr must hold rates > 0"),
     ({"lr": "1e-4"}, r"tune.lr must be a list of learning rates"),
     ({"lr": [1e-4, 1e-3], "step": 10}, r"tune has unknown key\(s\) step"),
+    ({"lr": [1e-4, 1e-3], "seeds": []}, r"tune.seeds must be a non-empty list"),
+    ({"lr": [1e-4, 1e-3], "seeds": [0, 0]}, r"tune.seeds lists a seed twice"),
+    ({"lr": [1e-4, 1e-3], "seeds": [0, -1]}, r"tune.seeds must hold integers >= 0, got -1"),
+    ({"lr": [1e-4, 1e-3], "seed": 0, "seeds": [1]}, r"tune has both seed and seeds"),
+    ({"lr": [1e-4, 1e-3], "extend": "yes"}, r"tune.extend must be true or false"),
 ])
 def test_a_bad_tuning_is_refused(spec, msg):
     with pytest.raises(UserError, match=msg):
@@ -97,6 +102,19 @@ def test_compare_refuses_tuning_without_a_validation_set(tmp_path):
     assert res.returncode == 2 and "set task.n_validation" in res.stderr.strip().splitlines()[-1]
 
 
+def test_one_seed_reads_as_a_list_of_one_and_extension_is_on_by_default():
+    assert check_spec({"lr": [1e-3, 1e-4], "seed": 3}) == {"lr": [1e-4, 1e-3], "steps": None, "seeds": [3],
+                                                           "extend": True}
+
+
+def test_a_best_rate_at_the_edge_adds_the_grids_step_beyond_it():
+    grid = [1.5e-5, 5e-5, 1.5e-4, 5e-4]
+    got = edge_rates({"a": 5e-4, "b": 1.5e-5, "c": 5e-5}, grid)  # c's best is inside the grid: no extension
+    assert set(got) == {"a", "b"}
+    assert got["a"] == pytest.approx(5e-4 * 5e-4 / 1.5e-4)  # 1.67e-3: the top step (x 3.33) once more
+    assert got["b"] == pytest.approx(1.5e-5 * 1.5e-5 / 5e-5)  # 4.5e-6: the bottom step (/ 3.33) once more
+
+
 def test_the_choice_is_the_best_validation_accuracy_ties_to_the_smaller_rate():
     results = {("a", 1e-4): (0.30, "ok"), ("a", 1e-3): (0.30, "ok"), ("a", 1e-5): (0.10, "ok"),
                ("b", 1e-4): (float("nan"), "diverged"), ("b", 1e-5): (0.0, "ok")}
@@ -119,7 +137,7 @@ TINY = {"task": {"operands": 2, "digits": 2, "n_demos": 100, "n_heldout": 100, "
                      "ema": 0.9},
         "train": {"steps": 3, "prompts_per_step": 4, "group_size": 4, "eval_size": 100, "eval_split": "validation",
                   "eval_points": 2, "eval_k": 2, "sample_every": 0, "checkpoint_every": 0},
-        "tune": {"lr": [1e-4, 1e-2], "steps": 2},
+        "tune": {"lr": [1e-4, 1e-2], "steps": 2, "seeds": [0, 1]},  # extend (on): each best is at an edge
         "methods": {"online_rft@filled": {"fill_correct": True, "max_rounds": 2}}}
 
 
@@ -136,13 +154,34 @@ def tuned(tmp_path_factory):
 def test_tune_runs_every_rate_for_every_method_on_validation(tuned):
     out, _ = tuned
     df = pd.read_csv(out / "tune" / "tune.csv")
-    assert sorted(zip(df["method"], df["lr"])) == [("online_rft@filled", 1e-4), ("online_rft@filled", 1e-2),
-                                                 ("sft", 1e-4), ("sft", 1e-2)]
-    assert df.groupby("method")["chosen"].sum().tolist() == [1, 1]
-    for _, r in df.iterrows():  # each trial: its rate, 2 steps, evaluated on the validation problems only
-        cfg = yaml.safe_load((out / "tune" / f"{r['method']}@lr{r['lr']:g}" / "seed0" / "config.yaml").read_text())
-        assert cfg["train"]["lr"] == r["lr"] and cfg["train"]["steps"] == 2
+    for m, g in df.groupby("method"):
+        # two rates x two seeds, then the one rate beyond the grid on the side of the first choice (a two-rate grid:
+        # either rate is an edge): 1e-4 -> 1e-4 · 1e-4/1e-2 = 1e-6; 1e-2 -> 1e-2 · 1e-2/1e-4 = 1
+        extra = sorted(set(g["lr"]) - {1e-4, 1e-2})
+        assert len(extra) == 1 and extra[0] == pytest.approx(1e-6 if extra[0] < 1e-4 else 1.0), (m, extra)
+        assert sorted(zip(g["lr"], g["seed"])) == sorted((lr, s) for lr in [1e-4, 1e-2, extra[0]] for s in (0, 1))
+        assert g["edge"].tolist() == [lr == extra[0] for lr in g["lr"]]
+        assert g[g["chosen"]]["lr"].nunique() == 1 and g["chosen"].sum() == 2  # one rate, both its seeds
+        for lr, h in g.groupby("lr"):  # the choice is made on the mean over the two seeds
+            if (h["status"] == "ok").all():
+                assert h["mean_val_accuracy"].iloc[0] == pytest.approx(h["val_accuracy"].mean())
+    for _, r in df.iterrows():  # each trial: its rate and seed, 2 steps, evaluated on the validation problems only
+        cfg = yaml.safe_load((out / "tune" / f"{r['method']}@lr{r['lr']:g}" / f"seed{r['seed']}" / "config.yaml")
+                             .read_text())
+        assert cfg["train"]["lr"] == r["lr"] and cfg["train"]["steps"] == 2 and cfg["seed"] == r["seed"]
         assert cfg["train"]["eval_split"] == "validation" and cfg["splits"]["validation"]["problems"] == 100
+
+
+def test_each_trial_shows_its_compute(tuned):
+    out, _ = tuned
+    df = pd.read_csv(out / "tune" / "tune.csv")
+    ok = df[df["status"] == "ok"]
+    sft, filled = ok[ok["method"] == "sft"], ok[ok["method"] == "online_rft@filled"]
+    assert (sft["gen_tokens"] == 0).all() and (ok["time_s"] > 0).all()  # SFT samples nothing; every trial takes time
+    # @filled samples at least B·G = 16 sequences of >= 1 token per step, 2 steps, and its dropped draws are part of
+    # what it generated
+    assert (filled["gen_tokens"] >= 2 * 16).all() and (filled["dropped_tokens"] <= filled["gen_tokens"]).all()
+    assert (ok["pool_tokens"] == 0).all() and (ok["critic_s"] == 0).all()  # no RFT pool, no critic here
 
 
 def test_every_run_then_trains_at_its_chosen_rate_and_is_scored_on_test(tuned):
