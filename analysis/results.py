@@ -71,6 +71,11 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
     from analysis import findings
 
     findings.write(tables, results, prefix)  # pairs.csv, findings.csv (§5.2), design.csv, findings.md: the paired test
+    from analysis import field_claims
+
+    claims = field_claims.rows(tables)  # the field's claims about the newer methods, where both methods ran
+    if claims:
+        pd.DataFrame(claims).to_csv(results / f"{prefix}field_claims.csv", index=False)
     report.fig_pairs(tables, findings.tests(tables)[0], results / f"{prefix}pairs.png")  # the greedy pairs drawn
     report.fig_learning_curves(tables, results / f"{prefix}curves.png")
     if report.fig_overoptimisation(tables, results / f"{prefix}overoptimisation.png"):  # runs on r_φ only

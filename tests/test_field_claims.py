@@ -1,0 +1,50 @@
+"""analysis.field_claims: the run-level quantities, the seed-paired test and its verdicts, by hand."""
+import math
+
+import pandas as pd
+import pytest
+
+from analysis.field_claims import CLAIMS, HIGHER_IS_BETTER, decide, run_quantities, seed_paired
+
+
+def test_the_run_level_quantities_by_hand():
+    # one run, 10 steps: validation accuracy 0.2 (step 0), 0.5 (2), 0.3 (5), 0.6 (8), 0.4 (10)
+    evals = pd.DataFrame({"method": "a", "seed": 0, "step": [0, 2, 5, 8, 10],
+                          "eval_accuracy": [0.2, 0.5, 0.3, 0.6, 0.4]})
+    # wrong completions' lengths at steps 7, 8, 9 (the last fifth is steps >= 10 − 2 = 8): (4 + 6) / 2 = 5; step 9
+    # had no wrong completion (NaN: not logged) and is left out
+    train = pd.DataFrame({"method": "a", "seed": 0, "step": [7, 8, 9], "completion_len_wrong": [100.0, 4.0, math.nan]})
+    train.loc[len(train)] = {"method": "a", "seed": 0, "step": 10, "completion_len_wrong": 6.0}
+    q = run_quantities(train, evals, steps=10).iloc[0]
+    assert q["val_half"] == 0.3  # the last evaluation at or before step 5
+    assert q["drawdown"] == pytest.approx(0.2)  # falls: 0.5 -> 0.3 (0.2) and 0.6 -> 0.4 (0.2)
+    assert q["len_wrong"] == pytest.approx(5.0)
+
+
+def test_the_seed_paired_interval_by_hand():
+    # d = 0.02, 0.04, 0.06: Δ 0.04, sd 0.02, SE 0.02/√3 = 0.011547; t_{0.975, 2} = 4.3027 -> ± 0.049683
+    # detectable: (4.3027 + t_{0.8, 2} = 1.0607) · 0.011547 = 0.061933
+    q = pd.DataFrame({"method": ["a"] * 3 + ["b"] * 3, "seed": [0, 1, 2] * 2,
+                      "val_half": [0.52, 0.54, 0.56, 0.50, 0.50, 0.50]})
+    r = seed_paired(q, "a", "b", "val_half")
+    assert r["diff"] == pytest.approx(0.04) and r["seeds"] == 3
+    assert (r["lo"], r["hi"]) == pytest.approx((0.04 - 0.049683, 0.04 + 0.049683), abs=1e-5)
+    assert r["mde"] == pytest.approx(0.061933, abs=1e-5)
+    assert decide(r, True) == "not separated"
+    q.loc[q["method"] == "b", "val_half"] = 0.40  # d = 0.12, 0.14, 0.16: the same spread, Δ 0.14 -> separated
+    r = seed_paired(q, "a", "b", "val_half")
+    assert decide(r, True) == "holds" and decide(r, False) == "reversed"  # lower-is-better: A's larger value loses
+
+
+def test_a_seed_only_one_method_ran_is_not_paired():
+    q = pd.DataFrame({"method": ["a", "a", "b"], "seed": [0, 1, 0], "drawdown": [0.1, 0.2, 0.3]})
+    r = seed_paired(q, "a", "b", "drawdown")
+    assert r["seeds"] == 1 and math.isnan(r["lo"])  # one pair: no interval, said undecided by rows()
+
+
+def test_every_claim_names_registered_methods_a_known_quantity_and_its_source():
+    from methods import REGISTRY
+
+    for c in CLAIMS:
+        assert {c.a, c.b} <= set(REGISTRY) and c.quantity in HIGHER_IS_BETTER
+        assert "arXiv" in c.source or "2025" in c.source
