@@ -224,3 +224,15 @@ def test_scalar_head_save_load(tok, lm, tmp_path):
         torch.testing.assert_close(vm(**ids), vm2(**ids), atol=1e-6, rtol=0)
     with pytest.raises(UserError):
         ScalarHeadModel.load(str(tmp_path / "nothing"))
+
+
+def test_scalar_head_keeps_its_lm_head_as_tensors_only(tok, lm, tmp_path):
+    vm = ScalarHeadModel.from_causal_lm(lm, with_lm_head=True)
+    vm.save(str(tmp_path / "vm"))
+    state = torch.load(tmp_path / "vm" / "lm_head.pt", weights_only=True)  # a state dict: loads without pickle code
+    assert set(state) == {k for k, _ in vm.lm_head.named_parameters()}
+    vm2 = ScalarHeadModel.load(str(tmp_path / "vm"))
+    assert torch.equal(vm2.lm_head.weight, vm.lm_head.weight) and type(vm2.lm_head) is torch.nn.Linear
+    torch.save(vm.lm_head, tmp_path / "vm" / "lm_head.pt")  # a whole pickled module: refused, never unpickled
+    with pytest.raises(UserError, match=r"lm_head.pt is not a saved LM head .* delete it"):
+        ScalarHeadModel.load(str(tmp_path / "vm"))

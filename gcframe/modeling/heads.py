@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import os
+import pickle
 
 import torch
 import torch.nn as nn
@@ -68,7 +69,8 @@ class ScalarHeadModel(nn.Module):
         self.backbone.save_pretrained(os.path.join(path, "backbone"))
         torch.save(self.head.state_dict(), os.path.join(path, "scalar_head.pt"))
         if self.lm_head is not None:
-            torch.save(self.lm_head, os.path.join(path, "lm_head.pt"))
+            torch.save(self.lm_head.state_dict(), os.path.join(path, "lm_head.pt"))  # tensors only: loaded with
+            # weights_only=True, so a file in the cache can never run code
 
     @classmethod
     def load(cls, path: str, dtype: torch.dtype = torch.float32) -> "ScalarHeadModel":
@@ -78,9 +80,23 @@ class ScalarHeadModel(nn.Module):
             raise UserError(f"no scalar-head model at '{path}': give a directory written by ScalarHeadModel.save")
         backbone = AutoModel.from_pretrained(os.path.join(path, "backbone"), dtype=dtype)
         lm_file = os.path.join(path, "lm_head.pt")
-        lm_head = torch.load(lm_file, map_location="cpu", weights_only=False).to(dtype) if os.path.isfile(lm_file) \
-            else None  # our own file (a Linear module)
+        lm_head = _linear(lm_file, dtype) if os.path.isfile(lm_file) else None
         model = cls(backbone, backbone.config.hidden_size, lm_head)
         model.head.load_state_dict(torch.load(head_file, map_location="cpu", weights_only=True))
         return model
 
+
+def _linear(path: str, dtype: torch.dtype) -> nn.Linear:
+    """The LM head saved by `ScalarHeadModel.save` (a Linear's state dict: weight [V, H], bias [V] if it had one),
+    read with weights_only=True (tensors only)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:  # e.g. a whole pickled module: refused rather than executed
+        state = None
+    if not isinstance(state, dict) or "weight" not in state:
+        raise UserError(f"{path} is not a saved LM head (a state dict with 'weight'): delete it, or its cache folder, "
+                        "and run again to rebuild it")
+    out_features, in_features = state["weight"].shape
+    head = nn.Linear(in_features, out_features, bias="bias" in state, dtype=dtype)
+    head.load_state_dict({k: v.to(dtype) for k, v in state.items()})
+    return head
