@@ -65,12 +65,10 @@ class OnlineRFT(Method):
             drawn += used(more)
             rounds += 1
         kept = [b for b in kept if len(b)]
-        if not kept:  # not one correct sample: the plain batch, GC = 0 on every token (no update)
-            self.record(fill_rounds=float(rounds), fill_shortfall=float(n), fill_dropped_tokens=drawn - used(batch))
-            return batch
-        got = concat(kept, self.ctx.tok.pad_token_id)[:n]
-        self.record(fill_rounds=float(rounds), fill_shortfall=float(max(0, n - len(got))),
-                    fill_dropped_tokens=drawn - used(got))  # generated, not trained on: counted in gen_tokens
+        got = concat(kept, self.ctx.tok.pad_token_id)[:n] if kept else batch  # none correct: the plain batch, GC = 0
+        dropped = self.ctx.all_sum(torch.tensor([drawn - used(got)], device=self.ctx.device))  # generated, not
+        self.record(fill_rounds=float(rounds), fill_shortfall=float(max(0, n - len(got)) if kept else n),  # trained
+                    fill_dropped_tokens=float(dropped))  # on, every process's: counted in gen_tokens (not averaged)
         return got
 
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
