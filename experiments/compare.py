@@ -236,6 +236,28 @@ def seed_bases(cfg, task, acc, show: bool):
     return base
 
 
+def build_bases(cfg, seeds: list[int], bases) -> None:
+    """Every seed's base, each trained once: a process takes the next base no other process is training (a second
+    process sharing the folder trains another meanwhile), and waits for the others' at the end."""
+    from gcframe import pipeline
+
+    left = list(seeds)
+    while left:
+        if cfg.sft_base.per_seed:
+            free = [s for s in left if not pipeline.base_claimed_elsewhere(_with_seed(cfg, s))]
+            seed = (free or left)[0]
+        else:
+            seed = left[0]
+        bases(seed)
+        left.remove(seed)
+
+
+def _with_seed(cfg, seed: int):
+    run = copy.copy(cfg)  # the base key reads the top-level seed only
+    run.seed = seed
+    return run
+
+
 def run_cells(out: Path, cfg, names: list[str], seeds: list[int], *, bases, task, acc, rm, args, where: dict,
               tracker_names, show: bool, wait_line: bool = True) -> list[dict] | None:
     """Train every (label, seed) cell of a comparison into OUT/<label>/seed<k> -> summary rows, in label-then-seed
@@ -379,8 +401,7 @@ def _main(args, where: dict) -> int:
     where["config_written"] = True
     where["phase"] = "while the SFT base was trained (it is trained again on --resume)"
     bases = seed_bases(cfg, task, acc, show)
-    for seed in seeds if cfg.sft_base.per_seed else seeds[:1]:  # each before any run: minutes from an empty cache
-        base_dir, base_info = bases(seed)
+    build_bases(cfg, seeds if cfg.sft_base.per_seed else seeds[:1], bases)  # before any run: minutes each
     base_dir, base_info = bases(seeds[0])  # the reward model's and the GC view's
     if base_info.get("pretrained"):
         acc.print(f"base model: {cfg.model.path} (pretrained, no stage 1; prompts: {task.fmt.name}; its held-out "

@@ -89,6 +89,15 @@ def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> t
         claims.release(lock)
 
 
+def base_claimed_elsewhere(cfg: RunConfig) -> bool:
+    """Whether this config's SFT base is missing and another live process is training it (its claim file): a second
+    process building several bases (sft_base.per_seed) then trains another one meanwhile instead of waiting."""
+    if cfg.model.path:
+        return False
+    d = cache_root() / "sft_base" / base_key(cfg)
+    return not (d / "base_info.json").exists() and claims.holder(d.with_name(d.name + ".claim")) is not None
+
+
 def eval_key(cfg: RunConfig, task) -> str:
     """What the base's held-out greedy accuracy depends on beyond the cache key (task, model, stage 1): how many
     held-out problems are evaluated and how many tokens each completion may take."""
