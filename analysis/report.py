@@ -585,17 +585,20 @@ def _gc_table(runs: Runs) -> str:
     return markdown_table(rows)
 
 
-def _gc_off_table(runs: Runs) -> str:
+def gc_off_rows(runs: Runs) -> list[dict]:
     """Per method, the off-policy view's summary: tokens zeroed and what its clip or gate recorded."""
-    off = runs.gc["off_policy"]
     rows = []
-    for name, entry in off["methods"].items():
+    for name, entry in runs.gc["off_policy"]["methods"].items():
         stats = entry.get("stats") or {}
         shown = {k: v for k, v in stats.items() if "clip" in k or "gate" in k}
         rows.append({"method": name, "zeroed": f"{entry['zeroed_frac']:.3f}",
                      "clip / gate (the method's own record)": ", ".join(f"{k} {v:.3f}" for k, v in shown.items())
                      or "–"})
-    return markdown_table(rows)
+    return rows
+
+
+def _gc_off_table(runs: Runs) -> str:
+    return markdown_table(gc_off_rows(runs))
 
 
 def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:

@@ -82,6 +82,9 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
         pd.DataFrame(report.overoptimisation_rows(tables)).to_csv(results / f"{prefix}trajectory.csv", index=False)
     if tables.gc and tables.gc.get("methods"):
         report.fig_gc_view(tables, results / f"{prefix}gc_view.png")
+        if ((tables.gc.get("off_policy") or {}).get("methods")  # the same probe at a moved θ': clips and gates act
+                and report.fig_gc_view(tables, results / f"{prefix}gc_view_off_policy.png", off_policy=True)):
+            pd.DataFrame(report.gc_off_rows(tables)).to_csv(results / f"{prefix}gc_off_policy.csv", index=False)
     write_outcomes(tables, results / f"{prefix}{OUTCOMES}")
     write_evals(tables, results / f"{prefix}evals.csv")
     write_base_curve(runs, results / f"{prefix}base_curve.csv")
