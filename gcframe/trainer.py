@@ -280,7 +280,7 @@ class Trainer:
             self.policy.train()
         batch = self.method.collect(step).to(self.acc.device)  # (FloatingPointError("logits") from the sampler)
         t1 = time.perf_counter()
-        reuse = self.tcfg.epochs > 1 or self.tcfg.minibatches > 1
+        reuse = (self.tcfg.epochs > 1 or self.tcfg.minibatches > 1) and self.method.needs_old_logp  # π_old read
         with torch.no_grad():
             if self.method.uses_reference:
                 batch.data["ref_logp"] = token_logprobs(self.ctx.reference, batch, self.tcfg.temperature)

@@ -158,9 +158,17 @@ def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: 
     g_text = _grad(policy, TEXTBOOK[name](method, batch, token_logprobs(policy, batch)))
     ratio = (logp.detach() - batch.data["old_logp"]).exp()[batch.completion_mask.bool()]
     stats = method.pop_stats()
+    same = True
+    if not method.needs_old_logp:  # the engine does not store π_old for it: its GC must not read it
+        old = batch.data.pop("old_logp")
+        same = torch.equal(method.coefficients(batch, logp), gc)
+        batch.data["old_logp"] = old
+        method.pop_stats()
     return {
         "method": label,
-        "max_rel_diff": float((g_engine - g_text).abs().max() / g_text.abs().max().clamp(min=1e-300)),
+        "max_rel_diff": (float((g_engine - g_text).abs().max() / g_text.abs().max().clamp(min=1e-300)) if same
+                         else float("inf")),  # needs_old_logp False, yet its GC reads π_old: a failure
+        "reads_old_logp_undeclared": not same,
         "grad_norm": float(g_text.norm()),
         "ratio_min": float(ratio.min()), "ratio_max": float(ratio.max()),
         "clip_frac": stats.get("clip_frac", float("nan")),

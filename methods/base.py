@@ -85,6 +85,10 @@ class Method:
     batch."""
     needs_groups: ClassVar[bool] = False
     """True: the method compares completions of one prompt and needs group_size >= 2."""
+    needs_old_logp: ClassVar[bool] = True
+    """False: the method's GC never reads log π_old (no ratio π_θ/π_old), so when a batch is reused (train.minibatches
+    or train.epochs > 1) the engine skips the forward pass that stores it; gcframe.verify checks that its GC is the
+    same without it."""
     train_defaults: ClassVar[dict] = {}
     """Train options the method runs with unless its config entry's own `train:` mapping sets them (DAPO:
     {"dynamic_sampling": True}). compare.py applies them to the run's config (experiments/compare_config.run_config),

@@ -114,6 +114,7 @@ class PreferencePairs(Method):
     """Data source: P = B·G/2 pairs per step from the SFT base's offline preference set (`pair_batch`)."""
 
     rollout_groups = False
+    needs_old_logp = False  # no ratio π_θ/π_old in its GC
     pairwise: ClassVar[bool] = True
     """Every group of a batch is one chosen and one rejected sequence (analysis/gc_view.py pairs its probe so)."""
     Config = PreferenceConfig

@@ -45,6 +45,7 @@ class GPG(Method):
 
     needs_groups = True
     rollout_groups = True
+    needs_old_logp = False  # no ratio π_θ/π_old in its GC
 
     def collect(self, step: int) -> Batch:
         t = self.ctx.cfg.train

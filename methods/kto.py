@@ -65,6 +65,7 @@ class KTO(Method):
     Config = KTOConfig
     uses_reference = True
     rollout_groups = False
+    needs_old_logp = False  # no ratio π_θ/π_old in its GC
     unpaired: ClassVar[bool] = True
     """Examples stand alone, flagged data["desirable"], with data["mismatched"] rows for z₀ (analysis/gc_view.py)."""
 

@@ -59,6 +59,7 @@ class OnlineDPO(Method):
     uses_reference = True
     needs_groups = True
     rollout_groups = True
+    needs_old_logp = False  # no ratio π_θ/π_old in its GC
     pairwise: ClassVar[bool] = True
     """The batch `collect` returns is pairs (analysis/gc_view.py pairs its probe so)."""
 

@@ -26,6 +26,7 @@ class OnlineRFT(Method):
     """
 
     rollout_groups = True
+    needs_old_logp = False  # no ratio π_θ/π_old in its GC
 
     @dataclass
     class Config(MethodConfig):

@@ -22,6 +22,7 @@ class RFT(Method):
     `collect`; every step draws B·G of them (the equal budget), cycling through the pool in reshuffled epochs."""
 
     rollout_groups = False  # its pool samples the frozen base
+    needs_old_logp = False  # no ratio π_θ/π_old in its GC
 
     @dataclass
     class Config(MethodConfig):

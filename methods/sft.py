@@ -12,6 +12,7 @@ class SFT(Method):
     """Data: the fixed, limited demonstrations. One step uses B·G of them (the equal budget)."""
 
     rollout_groups = False
+    needs_old_logp = False  # no ratio π_θ/π_old in its GC
 
     def collect(self, step: int) -> Batch:
         t = self.ctx.cfg.train

@@ -71,6 +71,25 @@ def test_a_wrong_coefficient_is_caught(rows, monkeypatch):
     assert verify.verify_method("grpo", cfg, task, base_dir, acc)["max_rel_diff"] > 1e-3
 
 
+def test_a_method_that_reads_pi_old_cannot_declare_it_unused(rows, monkeypatch):
+    """needs_old_logp False lets the engine skip π_old's forward pass: declared by a method whose GC reads the ratio
+    (CISPO's clipped weight), verify fails it; every method that declares it passes (test above), and the engine then
+    stores no π_old for it."""
+    from accelerate import Accelerator
+
+    from gcframe import pipeline
+    from methods.cispo import CISPO
+
+    assert {n for n, m in REGISTRY.items() if not m.needs_old_logp} >= {"sft", "rft", "online_rft", "dpo", "kto"}
+    assert not any(r["reads_old_logp_undeclared"] for r in rows.values())
+    monkeypatch.setattr(CISPO, "needs_old_logp", False)
+    cfg, task = pipeline.prepare(verify._verify_config())
+    acc = Accelerator(cpu=True)
+    base_dir, _ = pipeline.sft_base(cfg, task, acc, show_progress=False)
+    r = verify.verify_method("cispo", cfg, task, base_dir, acc)
+    assert r["reads_old_logp_undeclared"] and r["max_rel_diff"] == float("inf")
+
+
 def test_the_command_exits_zero(capsys):
     assert verify.main([]) == 0
     out = capsys.readouterr().out
