@@ -1,7 +1,7 @@
 """Regenerate a committed result: run its experiment, then copy what it found into results/<name>/.
 
     python experiments/reproduce.py --list                  # the results and the command behind each
-    python experiments/reproduce.py default                 # the default comparison, 3 seeds
+    python experiments/reproduce.py default                 # the default comparison, every method, 5 seeds
     python experiments/reproduce.py default --seeds 0       # one seed, beside results/ (compare with its summary.csv)
     python experiments/reproduce.py default --quick         # a smoke run into runs/reproduce-quick (results/ untouched)
     python experiments/reproduce.py --all                   # everything, in the order listed

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from gcframe.config import RUNTIME_MODEL_OPTIONS, RunConfig, TrainConfig
-from gcframe.errors import UserError
+from gcframe.errors import UserError, disk_full, disk_full_line
 from gcframe.tasks import build_task
 from gcframe.tracking import claims, progress
 from gcframe.tracking.log import cache_root, publish_dir
@@ -179,8 +179,17 @@ def _train_sft_base(cfg: RunConfig, task, accelerator, d: Path, show_progress: b
             "n_demos": len(task.demos), "key": base_key(cfg), "evaluations": {eval_key(cfg, task): acc},
             "eval_key": eval_key(cfg, task), "stage1": run}
     if accelerator.is_main_process:
-        save_model_and_tokenizer(base, tok, tmp)
-        (tmp / "base_info.json").write_text(json.dumps(info, indent=1))
+        try:
+            save_model_and_tokenizer(base, tok, tmp)
+            (tmp / "base_info.json").write_text(json.dumps(info, indent=1))
+        except Exception as e:  # noqa: BLE001: a half-written base never reaches the cache
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+            if disk_full(e):  # safetensors' SafetensorError is no OSError: one line, and the next run trains it again
+                raise UserError(disk_full_line(d, "the SFT base") + ", then run the command again (the base is "
+                                "trained again; a compare.py run continues with --resume OUT)") from None
+            raise
         publish_dir(tmp, d)
     accelerator.wait_for_everyone()
     return d, info
