@@ -175,6 +175,11 @@ RECIPES = {
                               "P = 500) and the published verdicts that dropping the seed term would decide otherwise",
                               "command", command=["experiments/paired_coverage.py", "--out", "OUT/coverage.csv"],
                               quick=["--sims", "50"], keep=["coverage.csv", "verdicts.csv"]),
+    "slip_sweep": Recipe("the annotator's slip rate as a dial: the default comparison at slip 0, 0.4, 0.8 and 0.9 "
+                         "(sft, sft_filtered and three RL methods, 3 seeds, a base per seed) and each RL method's "
+                         "greedy gain over the better SFT baseline", "command",
+                         command=["experiments/slip_sweep.py", "--out", "OUT"],
+                         keep=["slip.csv", "slip.png", "slip*_problems.csv.gz"]),
     "benchmark": Recipe("speed and memory against the essential passes and TRL (toy sizes)", "command",
                         command=["experiments/benchmark.py", "--out", "OUT/bench.json"],
                         keep=["bench.json", "steps.csv", "ratios.csv"]),

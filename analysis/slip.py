@@ -1,0 +1,115 @@
+"""What RL adds over SFT given the checker, against the annotator's slip rate (experiments/slip_sweep.py).
+
+    python -m analysis.slip runs/slip_sweep [--out DIR]     # DIR/slip.csv and DIR/slip.png (default: the sweep)
+
+At each level (a compare.py folder OUT/slip<rate>/) the SFT baseline is the better of `sft` and `sft_filtered` on the
+validation problems (their last evaluation while training, mean over seeds): a choice, so it is made on validation.
+Every other method's greedy gain over it is then the paired test on the test problems (analysis.paired: seeds ×
+problems, each seed's runs from that seed's base), with its 95% interval and the difference the design detects
+(α 0.05, power 0.8).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gcframe.errors import UserError, cli_entry  # noqa: E402
+
+BASELINES = ("sft", "sft_filtered")
+
+
+def level_rate(folder: Path) -> float:
+    return float(folder.name.removeprefix("slip"))
+
+
+def baseline(runs) -> tuple[str, float]:
+    """(the SFT baseline with the best mean validation accuracy at the end of training, that accuracy); ties: the
+    first of BASELINES."""
+    if runs.eval_split() != "validation":
+        raise UserError(f"{runs.out}: the runs evaluated on {runs.eval_split()} while training; the SFT baseline is "
+                        "chosen on validation (train.eval_split: validation)")
+    last = runs.final_eval()
+    val = {m: float(last[last["method"] == m]["eval_accuracy"].mean()) for m in BASELINES if m in set(last["method"])}
+    if not val:
+        raise UserError(f"{runs.out} has neither {' nor '.join(BASELINES)}: the sweep compares RL with them")
+    best = max(val.values())
+    return next(m for m in BASELINES if val.get(m) == best), best
+
+
+def level_rows(folder: Path) -> list[dict]:
+    """One row per RL method of one level: its greedy gain over the level's SFT baseline on the test problems."""
+    from analysis import paired
+    from analysis.runs import Runs
+
+    runs = Runs(folder)
+    base, base_val = baseline(runs)
+    frame = runs.outcomes()[0][0]  # greedy first: the re-scoring on the test problems
+    rows = []
+    for m in [m for m in runs.methods if m not in BASELINES]:
+        r = paired.paired_difference(frame, m, base, "greedy")
+        mde = paired.detectable_difference(r["var_seed"], r["var_problem"], r["var_resid"], r["n_seeds"],
+                                           r["n_problems"])["mde"]
+        rows.append({"slip": level_rate(folder), "method": m, "baseline": base, "baseline validation": base_val,
+                     "gain": r["diff"], "lo": r["lo"], "hi": r["hi"], "separated": r["separated"],
+                     "detectable": mde, "seeds": r["n_seeds"], "problems": r["n_problems"]})
+    return rows
+
+
+def table(out: Path) -> pd.DataFrame:
+    levels = sorted((p for p in Path(out).glob("slip*") if p.is_dir() and (p / "summary.csv").is_file()),
+                    key=level_rate)
+    if not levels:
+        raise UserError(f"no finished level in {out}: a level is OUT/slip<rate>/ with its summary.csv "
+                        "(python experiments/slip_sweep.py)")
+    return pd.DataFrame([r for f in levels for r in level_rows(f)])
+
+
+def figure(df: pd.DataFrame, path: Path) -> Path:
+    """Gain over the better SFT baseline against the slip rate, one line per method, 95% intervals as bars."""
+    from analysis.runs import palette
+
+    colors = palette(list(dict.fromkeys(df["method"])))
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    methods = list(dict.fromkeys(df["method"]))
+    width = 0.012 * (len(methods) - 1)
+    for i, (m, g) in enumerate(df.groupby("method", sort=False)):
+        x = g["slip"] + (i - (len(methods) - 1) / 2) * 0.012  # side by side at each level
+        ax.errorbar(x, g["gain"], yerr=[g["gain"] - g["lo"], g["hi"] - g["gain"]], marker="o", capsize=3,
+                    color=colors[m], label=m)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set(xlabel="annotator's slip rate (task.demo_slip)", ylabel="greedy gain over the better SFT baseline (test)",
+           xticks=sorted(df["slip"].unique()), xlim=(df["slip"].min() - 0.05 - width, df["slip"].max() + 0.05 + width))
+    ax.legend(fontsize=8)
+    ax.set_title("what RL adds over SFT given the checker (95% intervals, seeds × problems)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+@cli_entry
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis.slip", description=__doc__.split("\n")[0])
+    p.add_argument("sweep", help="the slip sweep's folder (experiments/slip_sweep.py --out)")
+    p.add_argument("--out", help="where slip.csv and slip.png go (default: the sweep's folder)")
+    args = p.parse_args(argv)
+    df = table(Path(args.sweep))
+    out = Path(args.out or args.sweep)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "slip.csv", index=False, float_format="%.4f")
+    figure(df, out / "slip.png")
+    print(f"slip sweep: {len(df)} gains at {df['slip'].nunique()} levels -> {out / 'slip.csv'}, {out / 'slip.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

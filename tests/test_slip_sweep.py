@@ -1,0 +1,65 @@
+"""experiments/slip_sweep.py and analysis/slip.py: a level's config, a bad level refused before anything is written,
+and the SFT baseline chosen on validation."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from analysis.slip import baseline
+from experiments.slip_sweep import level_config, load_sweep
+from gcframe.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = ROOT / "experiments" / "configs" / "slip_sweep.yaml"
+
+
+def test_a_level_is_the_default_with_its_slip_rate_and_a_base_per_seed():
+    spec = load_sweep(SWEEP, quick=False)
+    cfg = level_config(spec, 0.4)
+    default = yaml.safe_load((ROOT / "experiments" / "configs" / "default.yaml").read_text())
+    assert cfg["task"] == {**default["task"], "demo_slip": 0.4}  # only the slip rate changes in the task
+    assert cfg["sft_base"] == {**default["sft_base"], "per_seed": True}
+    assert set(cfg["methods"]) <= set(spec["methods"]) and "dpo" not in cfg["methods"]
+    for m in cfg["methods"]:  # each method at the default's tuned rate
+        assert cfg["methods"][m] == default["methods"][m]
+    assert "run" not in cfg and "tune" not in cfg
+    assert load_sweep(SWEEP, quick=True)["levels"] == [0.0, 0.8]
+
+
+@pytest.mark.parametrize("levels", [[0.0, 1.2], [-0.1], [], "0.4"])
+def test_a_slip_rate_outside_zero_one_is_one_line_and_nothing_is_written(tmp_path, levels):
+    bad = tmp_path / "sweep.yaml"
+    bad.write_text(yaml.safe_dump({**yaml.safe_load(SWEEP.read_text()), "base": str(SWEEP.parent / "default.yaml"),
+                                   "levels": levels}))
+    res = subprocess.run([sys.executable, str(ROOT / "experiments" / "slip_sweep.py"), "--config", str(bad), "--out",
+                          str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    assert "levels in" in res.stderr and "slip rates in [0, 1]" in res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+class FakeRuns:
+    def __init__(self, rows, split="validation"):
+        self.out, self.split, self.rows = Path("sweep/slip0.4"), split, pd.DataFrame(rows)
+
+    def eval_split(self):
+        return self.split
+
+    def final_eval(self):
+        return self.rows
+
+
+def test_the_sft_baseline_is_the_better_on_validation():
+    # sft 0.30, 0.34 (mean 0.32) against sft_filtered 0.36, 0.40 (mean 0.38): sft_filtered
+    rows = [{"method": "sft", "eval_accuracy": 0.30}, {"method": "sft", "eval_accuracy": 0.34},
+            {"method": "sft_filtered", "eval_accuracy": 0.36}, {"method": "sft_filtered", "eval_accuracy": 0.40},
+            {"method": "grpo", "eval_accuracy": 0.9}]  # not a baseline, however good
+    assert baseline(FakeRuns(rows)) == ("sft_filtered", pytest.approx(0.38))
+    assert baseline(FakeRuns(rows[:2]))[0] == "sft"  # only one baseline ran
+    with pytest.raises(UserError, match="chosen on validation"):
+        baseline(FakeRuns(rows, split="test"))
+    with pytest.raises(UserError, match="has neither sft nor sft_filtered"):
+        baseline(FakeRuns(rows[4:]))
