@@ -29,16 +29,26 @@ def test_a_level_is_the_default_with_its_slip_rate_and_a_base_per_seed():
     assert load_sweep(SWEEP, quick=True)["levels"] == [0.0, 0.8]
 
 
-@pytest.mark.parametrize("levels", [[0.0, 1.2], [-0.1], [], "0.4"])
-def test_a_slip_rate_outside_zero_one_is_one_line_and_nothing_is_written(tmp_path, levels):
+def _bad(tmp_path, levels) -> Path:
     bad = tmp_path / "sweep.yaml"
     bad.write_text(yaml.safe_dump({**yaml.safe_load(SWEEP.read_text()), "base": str(SWEEP.parent / "default.yaml"),
                                    "levels": levels}))
-    res = subprocess.run([sys.executable, str(ROOT / "experiments" / "slip_sweep.py"), "--config", str(bad), "--out",
-                          str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    return bad
+
+
+def test_a_slip_rate_outside_zero_one_is_one_line_and_nothing_is_written(tmp_path):
+    res = subprocess.run([sys.executable, str(ROOT / "experiments" / "slip_sweep.py"), "--config",
+                          str(_bad(tmp_path, [0.0, 1.2])), "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
     assert "levels in" in res.stderr and "slip rates in [0, 1]" in res.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("levels", [[-0.1], [], "0.4", [True]])
+def test_every_bad_level_list_is_refused_by_the_same_check(tmp_path, levels):  # the CLI case above, in-process
+    with pytest.raises(UserError, match=r"must be a list of slip rates in \[0, 1\]"):
+        load_sweep(_bad(tmp_path, levels), quick=False)
 
 
 class FakeRuns:
