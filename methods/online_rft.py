@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from gcframe.batch import Batch
+from gcframe.errors import UserError
 from methods.base import Method, MethodConfig, register
 
 
@@ -40,6 +41,17 @@ class OnlineRFT(Method):
         max_rounds: int = 8
         """fill_correct: rollouts of B·G drawn per step at most; a step that reaches it trains on the correct
         samples it has (fill_shortfall logs how many were missing)."""
+        fill_prompts: str = "fresh"
+        """With fill_correct, where further rollouts come from: "fresh" (new prompts, the data order's next B) or
+        "same" (G more samples of each of the step's B prompts: a fixed number of prompts per step, a control for
+        how many prompts a step sees)."""
+
+        def validate(self) -> None:
+            super().validate()
+            if self.fill_prompts not in ("fresh", "same"):
+                raise UserError(f"methods.online_rft.fill_prompts must be 'fresh' or 'same', got {self.fill_prompts!r}")
+            if self.max_rounds < 1:
+                raise UserError(f"methods.online_rft.max_rounds must be >= 1, got {self.max_rounds}")
 
     def collect(self, step: int) -> Batch:
         t = self.ctx.cfg.train
@@ -60,8 +72,11 @@ class OnlineRFT(Method):
 
         t, kept, drawn = self.ctx.cfg.train, [correct(batch)], used(batch)
         rounds = 1
+        prompts = list({r["prompt"]: {"prompt": r["prompt"], "answer": r["answer"], "steps": r.get("steps", [])}
+                        for r in batch.texts}.values())  # this step's B prompts, in order
         while sum(len(b) for b in kept) < n and rounds < self.cfg.max_rounds:
-            more = self.ctx.rollout(t.prompts_per_step, t.group_size)
+            more = self.ctx.complete(prompts, t.group_size) if self.cfg.fill_prompts == "same" else \
+                self.ctx.rollout(t.prompts_per_step, t.group_size)
             kept.append(correct(more))
             drawn += used(more)
             rounds += 1

@@ -32,12 +32,25 @@ class RFT(Method):
         """Correct samples to collect (fewer when steps·B·G draws need fewer); the run reuses them in epochs."""
         max_pool_samples: int = 16384
         """Cap on the samples drawn from the base while building the pool (bounds its cost at low acceptance)."""
+        regenerate_every: int = 0
+        """A control, not DeepSeekMath's method: every this many steps the pool is sampled afresh from the frozen base
+        (0: built once), so that a long run does not reuse the same samples many times over."""
+        gc_share: float = 1.0
+        """A control, not DeepSeekMath's method: the share of each step's B·G pool samples that carry GC = 1; the rest
+        carry GC = 0 and still count in the normaliser, as online RFT's rejected samples do. At online RFT's
+        acceptance rate this is RFT thinned to online RFT's number of gradient-carrying samples per step."""
 
         def validate(self) -> None:
             super().validate()
             if self.pool_size < 1 or self.max_pool_samples < 1:
                 raise UserError(f"pool_size and max_pool_samples must be >= 1, got {self.pool_size}, "
                                 f"{self.max_pool_samples}")
+            if self.regenerate_every < 0:
+                raise UserError(f"methods.rft.regenerate_every must be >= 0 (0: the pool is built once), got "
+                                f"{self.regenerate_every}")
+            if not 0 < self.gc_share <= 1:
+                raise UserError(f"methods.rft.gc_share must be in (0, 1] (the share of a step's samples with GC = 1), "
+                                f"got {self.gc_share}")
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
@@ -73,18 +86,25 @@ class RFT(Method):
         self.pool = state["pool"]
 
     def collect(self, step: int) -> Batch:
+        if self.cfg.regenerate_every and step and step % self.cfg.regenerate_every == 0:
+            self.pool = None  # sampled afresh from the frozen base (the rollouts' random state has moved on)
         if self.pool is None:
-            self.record(**self.build_pool())  # logged once, in the first step's row
+            self.record(**self.build_pool())  # logged in the row of each step that (re)built it
         t = self.ctx.cfg.train
         rows = self.ctx.draw(self.pool, t.prompts_per_step * t.group_size, "rft_pool")  # B·G kept samples
         batch = make_batch(self.ctx.tok, [r["prompt"] for r in rows], [r["completion"] for r in rows],
                            texts=[dict(r) for r in rows])
         batch.data["correct"] = torch.ones(len(batch))  # [N]: the pool holds only accepted samples
+        carry = torch.zeros(len(batch))  # [N]: gc_share of them, the first of the (shuffled) draw, carry GC = 1
+        carry[:round(self.cfg.gc_share * len(batch))] = 1.0
+        batch.data["carries"] = carry
         return batch
 
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
         """GC(q, o, t) = 1[o correct]  (DeepSeekMath §5.2.1, GC_RFT; the seed's table, row 2) -> [N, T].
 
-        Every pooled sample passed the filter, so GC = 1 on its tokens: SFT on the base's own correct outputs.
+        Every pooled sample passed the filter, so GC = 1 on its tokens: SFT on the base's own correct outputs. With
+        gc_share < 1 (a control) only that share of the step's samples carries it: GC = 1[o correct]·carries.
         """
-        return batch.data["correct"].to(logp.dtype).unsqueeze(1).expand_as(logp)
+        keep = batch.data["correct"] * batch.data.get("carries", torch.ones_like(batch.data["correct"]))
+        return keep.to(logp.dtype).unsqueeze(1).expand_as(logp)
