@@ -73,6 +73,9 @@ DEFAULT_METHODS = ("sft,rft,online_rft,online_rft@filled,ppo,grpo,grpo_ps,dpo,rl
 as many correct samples per step as RFT; SFT given the checker's information (sft_filtered, sft_clean); and every
 other registered method (docs/results/default.md)."""
 
+SEED_METHODS = "sft,rft,online_rft,online_rft@filled,ppo,grpo,grpo_ps,dpo,rloo"
+"""The seed's eight methods and the online-RFT intervention: the labels of results/default_scarce."""
+
 RECIPES = {
     "default": Recipe("the default comparison: each method's rate tuned on validation (4 rates, 2 seeds), then "
                       "every method and the online-RFT intervention at their rates, 200 steps, 5 seeds, each from "
@@ -85,7 +88,7 @@ RECIPES = {
         "the default comparison's design from the base finished on 600 correct demonstrations (configs/"
         "scarce_demos.yaml): each method's rate tuned on validation, 8 methods and the online-RFT intervention, "
         "200 steps, 3 seeds, final models scored on the 500 test problems", "compare", "scarce_demos.yaml", [0, 1, 2],
-        args=["--tune", "--methods", DEFAULT_METHODS],
+        args=["--tune", "--methods", SEED_METHODS],
         quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "sft,grpo"],
         rescore=["--problems", "500", "--k", "8", "--base"]),
     "default_long": Recipe(
