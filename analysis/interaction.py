@@ -1,0 +1,96 @@
+"""Does an ordering change with training length? The step × method interaction, tested on the same problems and seeds
+(experiments/configs/rft_vs_online.yaml: the test problems evaluated at several steps of the same runs).
+
+    python -m analysis.interaction OUT [--early 200] [--against rft] [--out DIR]    # DIR/interaction.csv
+
+For methods A and B, each seed s and test problem p, from the per-problem outcomes the runs logged while training
+(RUN/problems.jsonl, greedy), at the early step e and the last step T:
+
+    d[s, p] = (y_A,T − y_B,T) − (y_A,e − y_B,e)
+
+and the interaction is mean d with the two-way (seeds × problems) interval of analysis.paired: separated when the
+difference between A and B at T is not the one at e. Δ at e and Δ at T are given beside it, each with its own
+interval. A "because" about why an ordering turns needs this test, not two folders read side by side.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gcframe.errors import UserError, cli_entry  # noqa: E402
+
+
+def outcomes_at(out: Path) -> pd.DataFrame:
+    """method, seed, step, problem, greedy: every evaluation's per-problem outcomes in OUT/<label>/seed<k>/."""
+    rows = []
+    for f in sorted(Path(out).glob("*/seed*/problems.jsonl")):
+        label, seed = f.parent.parent.name, int(f.parent.name.removeprefix("seed"))
+        for line in f.read_text().splitlines():
+            r = json.loads(line)
+            rows.append({"method": label, "seed": seed, "step": int(r["step"]), "problem": r["problem"],
+                         "greedy": float(r["greedy_correct"])})
+    if not rows:
+        raise UserError(f"no per-problem outcomes under {out}: a compare.py folder whose runs logged problems.jsonl")
+    return pd.DataFrame(rows).drop_duplicates(["method", "seed", "step", "problem"], keep="last")
+
+
+def interaction(df: pd.DataFrame, a: str, b: str, early: int, late: int) -> dict:
+    """Δ at `early`, Δ at `late` and their difference for A − B (module docstring), each with its 95% interval."""
+    from analysis import paired
+
+    frame = df[df["step"].isin([early, late])].assign(
+        method=lambda x: x["method"] + "|" + x["step"].astype(str))
+    for m in (a, b):
+        for step in (early, late):
+            if f"{m}|{step}" not in set(frame["method"]):
+                steps = sorted(df[df["method"] == m]["step"].unique())
+                raise UserError(f"{m} has no evaluation at step {step} (its steps: {', '.join(map(str, steps)) or 'none'})"
+                                ": evaluate at both steps (train.eval_every)")
+    ya_l, yb_l, seeds, problems = paired._tables(frame, f"{a}|{late}", f"{b}|{late}", "greedy")
+    ya_e, yb_e, seeds_e, problems_e = paired._tables(frame, f"{a}|{early}", f"{b}|{early}", "greedy")
+    if (seeds, problems) != (seeds_e, problems_e):
+        raise UserError(f"{a} and {b} were evaluated on other problems or seeds at step {early} than at {late}: the "
+                        "interaction pairs each problem with itself")
+    out = {"a": a, "b": b, "early": early, "late": late, "seeds": len(seeds), "problems": len(problems)}
+    for name, d in (("early", ya_e - yb_e), ("late", ya_l - yb_l), ("interaction", (ya_l - yb_l) - (ya_e - yb_e))):
+        tw = paired.two_way(d)
+        r = paired.t_interval(tw["diff"], tw["var"], tw["df"])
+        out.update({f"Δ {name}": r["diff"], f"{name} lo": r["lo"], f"{name} hi": r["hi"],
+                    f"{name} separated": r["separated"]})
+    return out
+
+
+def table(out: Path, early: int, against: str) -> pd.DataFrame:
+    df = outcomes_at(out)
+    if against not in set(df["method"]):
+        raise UserError(f"--against {against}: not among the runs ({', '.join(sorted(df['method'].unique()))})")
+    late = int(df["step"].max())
+    return pd.DataFrame([interaction(df, m, against, early, late) for m in sorted(df["method"].unique())
+                         if m != against])
+
+
+@cli_entry
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis.interaction", description=__doc__.split("\n")[0])
+    p.add_argument("out", help="a compare.py folder whose runs evaluated the test problems at several steps")
+    p.add_argument("--early", type=int, default=200, help="the early step (default 200)")
+    p.add_argument("--against", default="rft", help="method B of every pair (default rft)")
+    p.add_argument("--out-dir", help="where interaction.csv goes (default: OUT)")
+    args = p.parse_args(argv)
+    df = table(Path(args.out), args.early, args.against)
+    dest = Path(args.out_dir or args.out)
+    dest.mkdir(parents=True, exist_ok=True)
+    df.to_csv(dest / "interaction.csv", index=False, float_format="%.4f")
+    print(f"interaction: {len(df)} pairs against {args.against}, step {args.early} vs the last -> "
+          f"{dest / 'interaction.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
