@@ -191,6 +191,17 @@ def gain_rows(runs: Runs, gains: pd.DataFrame | None = None) -> list[dict]:
             for i, (_, r) in enumerate(gains.iterrows())]
 
 
+def gain_summary(rows: pd.DataFrame, metric: str = "greedy") -> pd.DataFrame:
+    """gains.csv's `metric` rows as one row per method and a column per subgroup (all problems first): the gain with
+    its interval, and "separated" where the interval excludes 0, e.g. "+0.486 [+0.437, +0.535], separated"."""
+    g = rows[rows["metric"] == metric]
+    out = {}
+    for _, r in g.iterrows():
+        cell = r["gain [95% interval]"] + (", separated" if r["separated"] == "yes" else "")
+        out.setdefault(r["method"], {"method": r["method"]})[r["subgroup"]] = cell
+    return pd.DataFrame(list(out.values()), columns=["method", *dict.fromkeys(g["subgroup"])])
+
+
 def gain_line(runs: Runs, gains: pd.DataFrame, metric: str = "greedy") -> list[str]:
     """'Over the base model (0.412 greedy; 2 seeds × 200 problems): grpo +0.071 [+0.030, +0.112], separated; ...'"""
     g = gains[gains["metric"] == metric] if len(gains) else gains
@@ -426,7 +437,9 @@ def write(runs: Runs, folder, prefix: str = "") -> list[str]:
     if len(gains):
         every = pd.concat([gains.assign(subgroup=ALL)] + [g.assign(subgroup=v.name) for v, g in zip(views, sub_gains)],
                           ignore_index=True)
-        pd.DataFrame(gain_rows(runs, every)).to_csv(folder / f"{prefix}gains.csv", index=False)
+        rows = pd.DataFrame(gain_rows(runs, every))
+        rows.to_csv(folder / f"{prefix}gains.csv", index=False)
+        gain_summary(rows).to_csv(folder / f"{prefix}gains_greedy.csv", index=False)
     lines = sentences(runs, table, gains) + subgroup_gain_lines(views, sub_gains)
     note = f"\n<sub>Outcomes: {'; '.join(sources)}.</sub>\n"
     (folder / f"{prefix}findings.md").write_text("".join(f"- {s}\n" for s in lines) + note)

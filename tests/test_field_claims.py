@@ -1,4 +1,5 @@
-"""analysis.field_claims: the run-level quantities, the seed-paired test and its verdicts, by hand."""
+"""analysis.field_claims: the run-level quantities, the seed-paired test and its verdicts, by hand; and the compact
+greedy gains table a results page shows (analysis.findings.gain_summary)."""
 import math
 
 import pandas as pd
@@ -48,3 +49,23 @@ def test_every_claim_names_registered_methods_a_known_quantity_and_its_source():
     for c in CLAIMS:
         assert {c.a, c.b} <= set(REGISTRY) and c.quantity in HIGHER_IS_BETTER
         assert "arXiv" in c.source or "2025" in c.source
+
+
+def test_the_greedy_gains_one_row_per_method_and_subgroup_columns():
+    from analysis.findings import gain_summary
+
+    rows = pd.DataFrame([
+        {"method": "sft", "metric": "greedy", "gain [95% interval]": "+0.002 [-0.024, +0.028]", "separated": "no",
+         "subgroup": "all"},
+        {"method": "sft", "metric": "pass@8", "gain [95% interval]": "+0.1 [+0.0, +0.2]", "separated": "yes",
+         "subgroup": "all"},  # another metric: not in the greedy table
+        {"method": "grpo", "metric": "greedy", "gain [95% interval]": "+0.521 [+0.475, +0.566]", "separated": "yes",
+         "subgroup": "all"},
+        {"method": "grpo", "metric": "greedy", "gain [95% interval]": "-0.050 [-0.080, -0.020]", "separated": "yes",
+         "subgroup": "no_carry"}])
+    t = gain_summary(rows)
+    assert t.columns.tolist() == ["method", "all", "no_carry"]
+    assert t.set_index("method").loc["grpo"].tolist() == ["+0.521 [+0.475, +0.566], separated",
+                                                          "-0.050 [-0.080, -0.020], separated"]
+    assert t.set_index("method").loc["sft", "all"] == "+0.002 [-0.024, +0.028]"  # not separated: no word
+    assert pd.isna(t.set_index("method").loc["sft", "no_carry"])
