@@ -1,0 +1,93 @@
+"""Plan seeds × problems before the runs: the difference a paired design detects, from a pilot's variance components.
+
+    python -m analysis.power PILOT --a grpo --b sft [--target 0.08] [--seeds 2,3,4,5,6,8] [--problems 250,500,1000]
+
+PILOT is a compare.py folder with at least 2 seeds (seed-to-seed variation cannot be estimated from one). The pair's
+greedy outcomes give the components of the paired difference d[s, p] = y_A − y_B (analysis.paired: σ²_S seeds,
+σ²_P problems, σ²_E the rest, each truncated at 0), and for S seeds and P problems
+
+    Var(mean d) = σ²_S/S + σ²_P/P + σ²_E/(S·P),   detectable = (t_{0.975, ν} + t_{0.8, ν}) · √Var    (α 0.05, power 0.8)
+
+with Satterthwaite's ν (analysis.paired.detectable_difference). The table gives every design of the grid, and the
+cheapest one (fewest seeds, then fewest problems) whose detectable difference is at most --target, or says that none
+of the grid reaches it and which component is in the way. The plan and this arithmetic go on the result's page
+before its table.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gcframe.errors import UserError, cli_entry  # noqa: E402
+
+
+def components(frame: pd.DataFrame, a: str, b: str, metric: str = "greedy") -> dict:
+    """The pilot's variance components of A − B (analysis.paired), refused with 1 seed."""
+    from analysis import paired
+
+    r = paired.paired_difference(frame, a, b, metric)
+    if r["n_seeds"] < 2:
+        raise UserError(f"the pilot has {r['n_seeds']} seed of {a} and {b}: seed-to-seed variation needs at least 2 "
+                        "(run the pilot with --seeds 0,1)")
+    return {k: r[k] for k in ("var_seed", "var_problem", "var_resid", "diff", "n_seeds", "n_problems")}
+
+
+def grid(c: dict, seeds: list[int], problems: list[int]) -> pd.DataFrame:
+    """The detectable difference of every S × P design from the components `c`."""
+    from analysis.paired import detectable_difference
+
+    return pd.DataFrame([{"seeds": S, "problems": P,
+                          "detectable": detectable_difference(c["var_seed"], c["var_problem"], c["var_resid"], S,
+                                                              P)["mde"]}
+                         for S in seeds for P in problems])
+
+
+def cheapest(table: pd.DataFrame, target: float) -> dict | None:
+    """The design with the fewest seeds, then the fewest problems, that detects `target`; None if none does."""
+    ok = table[table["detectable"] <= target].sort_values(["seeds", "problems"])
+    return None if ok.empty else ok.iloc[0].to_dict()
+
+
+@cli_entry
+def main(argv=None) -> int:
+    from analysis.runs import Runs, markdown_table
+
+    p = argparse.ArgumentParser(prog="python -m analysis.power", description=__doc__.split("\n")[0])
+    p.add_argument("pilot", help="a compare.py folder with >= 2 seeds")
+    p.add_argument("--a", required=True, help="method A of the planned comparison (e.g. grpo)")
+    p.add_argument("--b", required=True, help="method B (e.g. sft)")
+    p.add_argument("--target", type=float, default=0.08, help="the difference to detect (default 0.08)")
+    p.add_argument("--seeds", default="2,3,4,5,6,8")
+    p.add_argument("--problems", default="250,500,1000,2000")
+    args = p.parse_args(argv)
+    try:
+        seeds = [int(x) for x in args.seeds.split(",")]
+        problems = [int(x) for x in args.problems.split(",")]
+    except ValueError:
+        raise UserError("--seeds and --problems take comma-separated integers like 3,5,8 and 500,1000") from None
+    if not (0 < args.target < 1) or min(seeds) < 2 or min(problems) < 2:
+        raise UserError(f"--target must lie in (0, 1), seeds and problems be >= 2; got {args.target}, {args.seeds}, "
+                        f"{args.problems}")
+    runs = Runs(Path(args.pilot))
+    c = components(runs.outcomes()[0][0], args.a, args.b)
+    table = grid(c, seeds, problems)
+    print(f"pilot {args.pilot}: {args.a} − {args.b} = {c['diff']:+.3f} ({c['n_seeds']} seeds × {c['n_problems']} "
+          f"problems); σ²_S {c['var_seed']:.5f}, σ²_P {c['var_problem']:.5f}, σ²_E {c['var_resid']:.5f}")
+    print(markdown_table([{**r, "detectable": f"{r['detectable']:.3f}"} for r in table.to_dict("records")]))
+    best = cheapest(table, args.target)
+    if best is None:
+        print(f"no design of the grid detects {args.target}: σ²_S/S alone is {c['var_seed'] / max(seeds):.5f} at "
+              f"{max(seeds)} seeds and σ²_P/P {c['var_problem'] / max(problems):.5f} at {max(problems)} problems")
+    else:
+        print(f"plan: {best['seeds']} seeds × {best['problems']} problems detect {best['detectable']:.3f} "
+              f"<= {args.target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""analysis.power: the detectable difference of each seeds × problems design from a pilot's variance components."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from analysis.power import cheapest, components, grid
+from gcframe.errors import UserError
+
+
+def test_the_detectable_difference_by_hand_and_the_cheapest_design():
+    # σ²_S = 0.0004, σ²_P = 0.1, σ²_E = 0.1; S = 4, P = 500: Var = 0.0004/4 + 0.1/500 + 0.1/2000 = 0.00035
+    c = {"var_seed": 0.0004, "var_problem": 0.1, "var_resid": 0.1}
+    t = grid(c, [2, 4, 8], [250, 500])
+    row = t[(t["seeds"] == 4) & (t["problems"] == 500)].iloc[0]
+    from analysis.paired import components_variance
+
+    _, nu = components_variance(0.0004, 0.1, 0.1, 4, 500)  # Satterthwaite's ν of that design
+    want = (stats.t.ppf(0.975, nu) + stats.t.ppf(0.8, nu)) * np.sqrt(0.00035)
+    assert row["detectable"] == pytest.approx(want, rel=1e-9)
+    for _, g in t.groupby("seeds"):  # more problems, or more seeds, detect less
+        assert g.sort_values("problems")["detectable"].is_monotonic_decreasing
+    for _, g in t.groupby("problems"):
+        assert g.sort_values("seeds")["detectable"].is_monotonic_decreasing
+    best = cheapest(t, float(row["detectable"]) + 1e-9)
+    assert best["seeds"] <= 4  # the target that design meets is met by it or a cheaper one
+    assert cheapest(t, 1e-6) is None  # σ²_S/S alone is above any tiny target
+
+
+def test_a_one_seed_pilot_cannot_plan_seeds():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame([{"method": m, "seed": 0, "problem": p, "greedy": float(rng.random() < 0.5)}
+                          for m in ("a", "b") for p in range(20)])
+    with pytest.raises(UserError, match="needs at least 2"):
+        components(frame, "a", "b")
