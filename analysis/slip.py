@@ -96,17 +96,24 @@ def figure(df: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+def write(sweep: Path, dest: Path) -> pd.DataFrame:
+    """DEST/slip.csv and DEST/slip.png from the sweep's finished levels -> the table."""
+    df = table(Path(sweep))
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    df.to_csv(dest / "slip.csv", index=False, float_format="%.4f")
+    figure(df, dest / "slip.png")
+    return df
+
+
 @cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m analysis.slip", description=__doc__.split("\n")[0])
     p.add_argument("sweep", help="the slip sweep's folder (experiments/slip_sweep.py --out)")
     p.add_argument("--out", help="where slip.csv and slip.png go (default: the sweep's folder)")
     args = p.parse_args(argv)
-    df = table(Path(args.sweep))
     out = Path(args.out or args.sweep)
-    out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out / "slip.csv", index=False, float_format="%.4f")
-    figure(df, out / "slip.png")
+    df = write(Path(args.sweep), out)
     print(f"slip sweep: {len(df)} gains at {df['slip'].nunique()} levels -> {out / 'slip.csv'}, {out / 'slip.png'}")
     return 0
 

@@ -106,9 +106,7 @@ def main(argv=None) -> int:
 
     for folder in done:  # the per-problem outcomes behind every paired gain
         write_outcomes(Runs(folder), out / f"{folder.name}_problems.csv.gz")
-    df = slip.table(out)
-    df.to_csv(out / "slip.csv", index=False, float_format="%.4f")
-    slip.figure(df, out / "slip.png")
+    slip.write(out, out)
     print(f"slip sweep: {len(done)} levels finished; gains in {out / 'slip.csv'}, figure {out / 'slip.png'}, "
           f"per-problem outcomes in {out}/slip*_problems.csv.gz")
     return 0
