@@ -100,6 +100,7 @@ def test_compare_refuses_tuning_without_a_validation_set(tmp_path):
     res = compare("--config", str(tmp_path / "c.yaml"), "--tune", "--quick", "--methods", "sft", "--out",
                   str(tmp_path / "out"), GCFRAME_CACHE=str(tmp_path / "cache"))
     assert res.returncode == 2 and "set task.n_validation" in res.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()  # refused before a base is trained
 
 
 def test_one_seed_reads_as_a_list_of_one_and_extension_is_on_by_default():
