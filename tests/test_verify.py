@@ -90,7 +90,10 @@ def test_a_method_that_reads_pi_old_cannot_declare_it_unused(rows, monkeypatch):
     assert r["reads_old_logp_undeclared"] and r["max_rel_diff"] == float("inf")
 
 
-def test_the_command_exits_zero(capsys):
+def test_the_command_exits_zero(rows, capsys, monkeypatch):
+    # the fixture's rows are the same function's on the same config: the command's own table and exit status are
+    # what this checks (each gradient is checked above), without computing all of them a second time
+    monkeypatch.setattr(verify, "verify_method", lambda name, *a, **k: rows[name])
     assert verify.main([]) == 0
     out = capsys.readouterr().out
     assert all(f"\n{name} " in out for name in REGISTRY)
