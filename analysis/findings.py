@@ -46,7 +46,11 @@ def metric_name(metric: str, k) -> str:
 
 
 def tests(runs: Runs) -> tuple[pd.DataFrame, list[str]]:
-    """Every pair × metric through analysis.paired -> (rows, where each metric's outcomes come from)."""
+    """Every pair × metric through analysis.paired -> (rows, where each metric's outcomes come from). Computed once
+    per Runs (the findings, the pairs figure and the field's claims all read it: 300 pairs at 25 methods)."""
+    cached = vars(runs).get("_paired_tests")  # its own, never a Subgroup's parent's (Subgroup.__getattr__)
+    if cached is not None:
+        return cached
     parts, sources = [], []
     for frame, metrics, source, k in runs.outcomes():
         if frame["method"].nunique() < 2:
@@ -55,7 +59,8 @@ def tests(runs: Runs) -> tuple[pd.DataFrame, list[str]]:
         if len(rows):
             parts.append(rows.assign(source=source, k=k))
             sources.append(f"{', '.join(metric_name(m, k) for m in metrics)}: {source}")
-    return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()), sources
+    runs._paired_tests = ((pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()), sources)
+    return runs._paired_tests
 
 
 ALL = "all"  # the subgroup of every problem

@@ -183,10 +183,11 @@ def probability_of_improvement(xa, xb) -> float:
     return float(stats.mannwhitneyu(xa, xb, alternative="two-sided").statistic) / (len(xa) * len(xb))
 
 
-def paired_difference(df: pd.DataFrame, a: str, b: str, metric: str, level: float = 0.95) -> dict:
+def paired_difference(df: pd.DataFrame, a: str, b: str, metric: str, level: float = 0.95, tables=None) -> dict:
     """mean(y_A − y_B) over the seeds both have and their problems, its two-way interval (module docstring) and
-    P(A > B). `levels` is "problems" with 1 seed: the interval then ignores seed-to-seed variation."""
-    ya, yb, seeds, problems = _tables(df, a, b, metric)
+    P(A > B). `levels` is "problems" with 1 seed: the interval then ignores seed-to-seed variation. `tables`: the
+    pair's `_tables`, where the caller has them already."""
+    ya, yb, seeds, problems = tables or _tables(df, a, b, metric)
     tw = two_way(ya - yb)
     out = dict(a=a, b=b, metric=metric, **t_interval(tw["diff"], tw["var"], tw["df"], level),
                p_improve=probability_of_improvement(ya.mean(axis=1), yb.mean(axis=1)),
@@ -194,10 +195,10 @@ def paired_difference(df: pd.DataFrame, a: str, b: str, metric: str, level: floa
     return out | {k: tw[k] for k in ("var_seed", "var_problem", "var_resid")}
 
 
-def unpaired_difference(df: pd.DataFrame, a: str, b: str, metric: str, level: float = 0.95) -> dict:
+def unpaired_difference(df: pd.DataFrame, a: str, b: str, metric: str, level: float = 0.95, tables=None) -> dict:
     """The same difference with A and B taken as independent: each mean's own two-way variance, added, ν by
     Satterthwaite over both. What pairing buys is the ratio of the paired to this half-width."""
-    ya, yb, seeds, problems = _tables(df, a, b, metric)
+    ya, yb, seeds, problems = tables or _tables(df, a, b, metric)
     ta, tb = two_way(ya), two_way(yb)
     df_ = _satterthwaite([(ta["var"], ta["df"]), (tb["var"], tb["df"])])
     return dict(a=a, b=b, metric=metric, **t_interval(ta["diff"] - tb["diff"], ta["var"] + tb["var"], df_, level),
@@ -239,11 +240,13 @@ def pairwise(df: pd.DataFrame, metrics=None, methods=None) -> pd.DataFrame:
     if not metrics:
         raise UserError(f"per-problem outcomes have none of the metric columns {', '.join(METRICS)}")
     rows = []
+    unscored = {(m, metric) for m, g in df.groupby("method") for metric in metrics if g[metric].isna().all()}
     for (a, b), metric in itertools.product(itertools.combinations(methods, 2), metrics):
-        if any(df.loc[df["method"] == m, metric].isna().all() for m in (a, b)):
+        if (a, metric) in unscored or (b, metric) in unscored:
             continue  # a method scored without this metric (e.g. no samples: greedy only)
-        r = paired_difference(df, a, b, metric)
-        u = unpaired_difference(df, a, b, metric)
+        t = _tables(df, a, b, metric)  # once for the paired and the unpaired difference
+        r = paired_difference(df, a, b, metric, tables=t)
+        u = unpaired_difference(df, a, b, metric, tables=t)
         half, uhalf = (r["hi"] - r["lo"]) / 2, (u["hi"] - u["lo"]) / 2
         mde = detectable_difference(r["var_seed"], r["var_problem"], r["var_resid"], r["n_seeds"], r["n_problems"])
         rows.append(r | {"unpaired_half": uhalf, "unpaired_se": u["se"],
