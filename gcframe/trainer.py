@@ -330,8 +330,8 @@ class Trainer:
         for key in ("rewards", "correct", "truncated"):
             if key in d:
                 tally.add(key, d[key])
-        if "correct" in d:  # the length of right and of wrong completions (Dr. GRPO's claim: 1/|o| lets wrong ones
-            n = batch.completion_mask.sum(-1)  # grow, Liu et al. 2025 §3.1); either may be empty in a step
+        if "correct" in d:  # the length of right and of wrong completions (Dr. GRPO, Liu et al. 2025: 1/|o| lets wrong
+            n = batch.completion_mask.sum(-1)  # ones grow longer); either may be empty in a step
             tally.add("len_right", n[d["correct"] > 0])
             tally.add("len_wrong", n[d["correct"] <= 0])
         grouped = "zero_var" in d
