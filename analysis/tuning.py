@@ -69,9 +69,11 @@ def tables(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     chosen trial's compute; expected best against n)."""
     chosen = df[df["chosen"]].set_index("method")
     rows, curve = [], []
+    rates = sorted(df["lr"].unique())  # the grid and every extension past its edges, in one order for every row
     for m, g in df.groupby("method", sort=False):
-        trials = {f"lr {r['lr']:g}": ("diverged" if r["status"] == "diverged" else f"{r['val_accuracy']:.3f}")
-                  for _, r in g.sort_values("lr").iterrows()}  # every trial's validation accuracy
+        got = {r["lr"]: ("diverged" if r["status"] == "diverged" else f"{r['val_accuracy']:.3f}")
+               for _, r in g.iterrows()}
+        trials = {f"lr {lr:g}": got.get(lr, "–") for lr in rates}  # "–": a rate this method did not need
         c = chosen.loc[m]
         cost = {}
         if "gen_tokens" in df:  # one trial at the chosen rate: what it generated (dropped, pool) and its wall time

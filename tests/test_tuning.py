@@ -224,3 +224,17 @@ def test_the_tuning_report(tuned):
 
     md = write(out).read_text()
     assert "chosen lr" in md and (out / "report" / "tuning.png").is_file()
+
+
+def test_the_tuning_table_puts_every_rate_in_one_order_with_extensions_where_tried():
+    from analysis.tuning import tables
+
+    # a: best at the top of [1e-4, 1e-3] -> extended to 1e-2; b: best inside (no extension for it)
+    df = pd.DataFrame({"method": ["a", "a", "a", "b", "b"], "lr": [1e-4, 1e-3, 1e-2, 1e-4, 1e-3],
+                       "val_accuracy": [0.1, 0.2, 0.3, 0.5, 0.4], "seeds": 2, "status": "ok",
+                       "chosen": [False, False, True, True, False]})
+    df["score"] = df["val_accuracy"]
+    t, _ = tables(df)
+    assert [c for c in t.columns if c.startswith("lr ")] == ["lr 0.0001", "lr 0.001", "lr 0.01"]
+    assert t.set_index("method").loc["b", "lr 0.01"] == "–" and t.set_index("method").loc["a", "lr 0.01"] == "0.300"
+    assert t.set_index("method").loc["a", "chosen lr"] == "0.01"
