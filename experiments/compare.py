@@ -159,14 +159,16 @@ def summary_row(label: str, seed: int, run_dir: Path, res: dict) -> dict:
     path = run_dir / "metrics.jsonl"
     start = next((r["eval_accuracy"] for r in (read_jsonl(path) if path.exists() else [])
                   if r.get("step") == 0 and "eval_accuracy" in r), res.get("initial_accuracy"))
-    row = {"method": label, "seed": seed, "base_accuracy": start, "initial_accuracy": start, **res}
+    row = {"method": label, "seed": seed, **res, "base_accuracy": start, "initial_accuracy": start}  # a resumed run's
+    # res has no initial_accuracy (None): its step 0 was logged before the interruption, and is read back above
     return {k: row.get(k) for k in SUMMARY_COLUMNS}
 
 
-def console_table(df) -> str:
+def console_table(df, split: str = "test") -> str:
     """The summary printed at the end, one row per method: base, mean final accuracy, its spread over seeds (the
     sample std, '–' with one seed: one value has none), seeds and mean training time. A number a run did not log
-    is '–', never NaN."""
+    is '–', never NaN. The accuracies are the runs' evaluations on `split` (train.eval_split), and the columns say
+    so."""
     import math
 
     def cell(v, spec: str = "{:.3f}") -> str:
@@ -180,7 +182,7 @@ def console_table(df) -> str:
         shown[col] = [cell(v) for v in table[col]]
     shown["final_std"] = [c if n > 1 else "– (1 seed)" for c, n in zip(shown["final_std"], table["seeds"])]
     shown["time_s"] = [cell(v, "{:.1f}" if v < 10 else "{:.0f}") for v in table["time_s"]]  # 8 quick steps: 0.4
-    return shown.to_string()
+    return shown.rename(columns={c: f"{c} ({split})" for c in ("base", "final_mean", "final_std")}).to_string()
 
 
 def kept_line(out: Path, where: dict) -> str:
@@ -229,8 +231,8 @@ def seed_bases(cfg, task, acc, show: bool):
         if d not in said and not info.get("pretrained"):
             said.add(d)
             which = f" for seed {seed}" if cfg.sft_base.per_seed else ""
-            acc.print(f"SFT base{which}: {d} (held-out accuracy {info['eval_accuracy']:.3f} on "
-                      f"{min(cfg.train.eval_size, len(task.heldout))} problems)")
+            acc.print(f"SFT base{which}: {d} (test accuracy {info['eval_accuracy']:.3f} on "
+                      f"{min(cfg.train.eval_size, len(task.heldout))} test problems)")
         return d, info
 
     return base
@@ -395,7 +397,7 @@ def _main(args, where: dict) -> int:
         from gcframe.evaluate.problems import split_names
 
         write_yaml(out / "config.yaml", {"methods_run": names, "seeds": seeds, **extra, **cfg.to_dict(),
-                                         "splits": split_names(task)})
+                                         "splits": split_names(task), "processes": acc.num_processes})
     if acc.is_main_process and getattr(args, "methods_from_moved", False):  # a later --resume finds them there
         write_yaml(out / "config.yaml", {**load_yaml(out / "config.yaml"), "methods_from": args.methods_from})
     if acc.is_main_process:  # what made these results: versions, BLAS, threads, commit (a resume: env.resume.json)
@@ -436,22 +438,19 @@ def _main(args, where: dict) -> int:
 
         df = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
         df.to_csv(out / "summary.csv", index=False)
-        print("\n" + console_table(df))
+        print("\n" + console_table(df, cfg.train.eval_split))
         print(f"\nresults: {out}/summary.csv; runs: {out}/<method>/seed<k>/metrics.jsonl")
-    if cfg.train.eval_split == "validation" and acc.num_processes > 1:
-        acc.print(f"the runs were evaluated on validation problems: score them on the test problems with "
-                  f"python -m gcframe.evaluate {out} --problems {len(task.heldout)} --k {cfg.train.eval_k} --base")
-    elif cfg.train.eval_split == "validation":  # the runs' curves were on validation: findings are scored on test
+    if cfg.train.eval_split == "validation":  # the runs' curves were on validation: findings are scored on test
         where["phase"] = "while the final models were scored on the test problems (the runs are finished)"
         from gcframe.evaluate import rescore
 
         acc.print(f"scoring every final model and the base on the {len(task.heldout)} test problems "
                   f"(k = {cfg.train.eval_k}): the findings' problems")
-        import torch
-
-        rescore.run(rescore.parse_args([str(out), "--problems", str(len(task.heldout)), "--k",  # this run's threads
-                                        str(cfg.train.eval_k), "--base", "--threads", str(torch.get_num_threads()),
-                                        *(["--no-progress"] if not show else [])]))
+        if acc.is_main_process:  # one process scores them (the re-scoring is single-process), as a one-process run
+            rescore.run(rescore.parse_args([str(out), "--problems", str(len(task.heldout)), "--k",  # this run's
+                                            str(cfg.train.eval_k), "--base",  # threads
+                                            *(["--no-progress"] if not show else [])]))
+        acc.wait_for_everyone()
     where["phase"] = "while the GC view was computed (the runs are finished)"
     from analysis import gc_view
 

@@ -13,6 +13,7 @@ checked against that method's own Config dataclass (methods/*.py).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -356,9 +357,24 @@ def type_phrase(default) -> str:
     return TYPE_PHRASES.get(type(default), f"of type {type(default).__name__}")
 
 
+def check_finite(raw, where: str = "") -> None:
+    """Every number of a config (sections, methods' options, lists) finite: YAML's .inf and .nan are refused before
+    anything runs, naming the option (an infinite rate trained stage 1 and then stopped on a non-finite loss, and a
+    --resume read it back the same)."""
+    if isinstance(raw, dict):
+        for k, v in raw.items():
+            check_finite(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(raw, (list, tuple)):
+        for i, v in enumerate(raw):
+            check_finite(v, f"{where}[{i}]")
+    elif isinstance(raw, float) and not math.isfinite(raw):
+        raise UserError(f"{where} is {raw}: every number in a config must be finite; give a finite value")
+
+
 def from_dict(raw: dict) -> RunConfig:
     if not isinstance(raw, dict):
         raise UserError(f"a config must be a YAML mapping of sections, got {type(raw).__name__}")
+    check_finite(raw)
     known = {f.name for f in fields(RunConfig)}
     unknown = sorted(set(raw) - known)
     if unknown:

@@ -1,0 +1,54 @@
+"""Every number of a config is finite: YAML's .inf and .nan are refused when the config is read, naming the option,
+before a base is trained (an infinite rate trained stage 1 for 43 s, then stopped on a non-finite loss); and a resumed
+run's summary row keeps its initial accuracy."""
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gcframe.config import from_dict
+from gcframe.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("raw, where", [
+    ({"train": {"lr": math.inf}}, "train.lr is inf"),
+    ({"train": {"lr": -math.inf}}, "train.lr is -inf"),
+    ({"sft_base": {"lr": math.nan}}, "sft_base.lr is nan"),
+    ({"methods": {"grpo": {"beta": math.inf}}}, "methods.grpo.beta is inf"),
+    ({"methods": {"dpo": {"train": {"lr": math.inf}}}}, "methods.dpo.train.lr is inf"),
+    ({"task": {"n_demos": 100}, "train": {"steps": 3, "eval_points": 2, "lr": 1e-4},
+      "methods": {"dapo": {"clip_eps_high": math.nan}}}, "methods.dapo.clip_eps_high is nan"),
+])
+def test_a_non_finite_number_anywhere_is_refused_naming_it(raw, where):
+    with pytest.raises(UserError, match=where + ": every number in a config must be finite"):
+        from_dict(raw)
+
+
+def test_compare_refuses_an_infinite_rate_before_anything_is_written(tmp_path):
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"train": {"lr": ".inf"}}).replace("'.inf'", ".inf"))
+    res = subprocess.run([sys.executable, str(ROOT / "experiments" / "compare.py"), "--config", str(tmp_path / "c.yaml"),
+                          "--quick", "--methods", "sft", "--out", str(tmp_path / "out")], capture_output=True,
+                         text=True, cwd=ROOT, env={"GCFRAME_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin",
+                                                   "OMP_NUM_THREADS": "1"})
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "train.lr is inf" in res.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
+def test_a_resumed_run_keeps_its_initial_accuracy_in_the_summary(tmp_path):
+    """--resume's trainer no longer holds step 0 in memory (res initial_accuracy None); the row reads it from
+    metrics.jsonl, as base_accuracy already was."""
+    import json
+
+    from experiments.compare import summary_row
+
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 0, "eval_accuracy": 0.296}) + "\n"
+                                            + json.dumps({"step": 120, "eval_accuracy": 0.8}) + "\n")
+    res = {"initial_accuracy": None, "final_accuracy": 0.8, "time_s": 1.0, "gen_tokens": 10, "steps": 120}
+    row = summary_row("grpo", 0, tmp_path, res)
+    assert row["initial_accuracy"] == row["base_accuracy"] == 0.296 and row["final_accuracy"] == 0.8
