@@ -1,6 +1,7 @@
 """User-facing errors: bad input becomes one line on stderr and exit status 2, never a traceback."""
 from __future__ import annotations
 
+import argparse
 import errno
 import functools
 import os
@@ -13,12 +14,20 @@ class UserError(Exception):
     """Bad input from the user. The message says what is wrong and how to fix it, in one line."""
 
 
+def _one_line(parser: argparse.ArgumentParser, message: str) -> None:
+    """argparse's refusal as every other one: `error: <message>` and where the usage is, exit 2 (argparse prints its
+    whole usage block first)."""
+    print(f"error: {message} ({parser.prog} --help shows every option)", file=sys.stderr)
+    sys.exit(2)
+
+
 def cli_entry(main):
     """Decorate a CLI `main`: a UserError prints `error: <message>` and exits 2; Ctrl-C exits 130 without a
-    traceback."""
+    traceback; an argument argparse refuses (`--steps ten`) is one line too."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
+        argparse.ArgumentParser.error = _one_line  # the parsers this command builds refuse in one line
         try:
             return main(*args, **kwargs)
         except UserError as e:
