@@ -29,7 +29,8 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from gcframe.errors import UserError, cli_entry  # noqa: E402
 
@@ -63,7 +64,8 @@ def parse_args(argv=None):
                    "version")
     p.add_argument("--only", help="with --study, --levers or --finished: only the setups whose label contains this "
                    "text (e.g. default)")
-    p.add_argument("--out", required=True, help="folder of curves.csv (rows are appended, one file per setup)")
+    p.add_argument("--out", default=str(ROOT / "runs" / "base_stability"), help="folder of curves.csv (rows are "
+                   "appended, one file per setup; default runs/base_stability)")
     return p.parse_args(argv)
 
 
