@@ -623,8 +623,9 @@ def markdown(folder: Path, axis: str, half: str, table: pd.DataFrame, orders: pd
 
 def write(folder: str | Path, axis: str = "sequences", out: str | Path | None = None,
           half: str = "linear") -> Path:
-    """Fit every run of a compare.py folder and write the tables and the figure into `out` (default
-    folder/report); refused (UserError, nothing written) when no run can be fitted."""
+    """Fit every run of a compare.py folder and write the tables and the figure into `out` (default folder/report,
+    or folder/report/curves_<axis> for another axis than sequences); refused (UserError, nothing written) when no run
+    can be fitted."""
     if half not in ("linear", "log"):
         raise UserError(f"--forecast-half must be linear or log, got '{half}'")
     folder = Path(folder)
@@ -637,7 +638,8 @@ def write(folder: str | Path, axis: str = "sequences", out: str | Path | None = 
     orders = ordering_rows(fits, table, list(table["method"]))
     fc = forecast_rows(points, fits, half)
     ftab = forecast_table(fc)
-    dest = Path(out) if out else folder / "report"
+    dest = Path(out) if out else folder / "report" / ("" if axis == "sequences" else f"curves_{axis}")  # another
+    # axis beside the sequences one, never over it
     dest.mkdir(parents=True, exist_ok=True)
     table.to_csv(dest / "curves.csv", index=False, float_format="%.6g")
     points.assign(axis=axis).to_csv(dest / "evals.csv", index=False, float_format="%.6g")  # every run refits from it

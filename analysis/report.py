@@ -24,6 +24,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
@@ -248,12 +249,23 @@ def fig_learning_curves(runs: Runs, path: Path) -> Path:
             ax.axhline(base.mean(), color="grey", ls=":", lw=1, label=runs.base_label if ax is axes[0] else None)
         ax.set_xlabel(label)
         ax.set_ylabel("held-out accuracy (greedy)")
+        if x != "step":  # tokens and seconds in thousands: 75k, 100k, not 75000100000 run together
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_compact))
+            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(5))
         if noted:
             _room_below(ax)
     _legend_below(fig, axes)
     fig.suptitle("Learning curves (line: mean over seeds; band: range over seeds; dots: the end of each run)",
                  fontsize=10)
     return _save(fig, path)
+
+
+def _compact(v: float, _pos=None) -> str:
+    """A tick label: 1,500,000 -> 1.5M, 75,000 -> 75k, 250 -> 250."""
+    for div, unit in ((1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:g}{unit}"
+    return f"{v:g}"
 
 
 TRAJECTORY_BLOCKS = 5
@@ -724,6 +736,10 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
             "gc_view.png": fig_gc_view(runs, rep / "gc_view.png", gc_shared_scale),
             "gc_view_off_policy.png": fig_gc_view(runs, rep / "gc_view_off_policy.png", gc_shared_scale, True),
             "overoptimisation.png": fig_overoptimisation(runs, rep / "overoptimisation.png")}
+    if (runs.out / "tune" / "tune.csv").is_file():  # compare.py --tune: the tuning section and its figure
+        from analysis import tuning
+
+        md.append("\n" + tuning.write(runs.out, rep).read_text())  # report/tuning.md, tuning.png
     md.append("\n## Figures\n")
     md += [f"- {note}" for note in dict.fromkeys(runs.notes)] + ([""] if runs.notes else [])
     for name, p in figs.items():

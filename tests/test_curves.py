@@ -160,7 +160,11 @@ def test_a_method_without_generated_tokens_has_no_token_axis(tmp_path, capsys):
     assert e.value.code == 2 and "compute does not increase" in err and "--axis sequences" in err
     assert curves.main([str(out), "--axis", "time", "--out", str(tmp_path / "t")]) == 0  # its time does increase
     write_run(out, "grpo", 0, truth(EVAL_STEPS))  # beside a method that samples: sft is a word, grpo a curve
-    table = pd.read_csv(curves.write(out, axis="tokens") / "curves.csv").set_index("method")
+    seq = curves.write(out)  # the sequences axis first, then the tokens axis beside it, not over it
+    tok = curves.write(out, axis="tokens")
+    assert (seq, tok) == (out / "report", out / "report" / "curves_tokens")
+    assert pd.read_csv(seq / "evals.csv")["axis"].eq("sequences").all() and (seq / "curves.png").is_file()
+    table = pd.read_csv(tok / "curves.csv").set_index("method")
     assert table.loc["sft", "status"] == "compute does not increase"
     assert table.loc["grpo", "A"] == pytest.approx(0.70, abs=1e-3)  # 100 tokens per step: the same curve, rescaled
 

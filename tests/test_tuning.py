@@ -224,6 +224,8 @@ def test_the_tuning_report(tuned):
 
     md = write(out).read_text()
     assert "chosen lr" in md and (out / "report" / "tuning.png").is_file()
+    summary = (out / "report" / "summary.md").read_text()  # compare.py's own report has the section and figure
+    assert "## Tuning: each method's rate, chosen on validation" in summary and "](tuning.png)" in summary
 
 
 def test_the_tuning_table_puts_every_rate_in_one_order_with_extensions_where_tried():
