@@ -41,6 +41,7 @@ def build_config(args):
         raw = resolve_paths(raw, Path(args.config).expanduser().resolve().parent)
     run = raw.pop("run", None) or {}
     raw.pop("splits", None)  # a resumed folder's record of its problem sets, not an option
+    raw.pop("processes", None)  # and of how many processes started it (a resume may use another number)
     args.tune_spec = tune_spec(raw.pop("tune", None), args)
     if args.tune_spec and args.quick:  # a smoke tuning: each trial as short as --quick's runs
         args.tune_spec["steps"] = min(args.tune_spec["steps"] or QUICK["train"]["steps"], QUICK["train"]["steps"])

@@ -252,6 +252,11 @@ def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
                           env=cli_env(), cwd=ROOT, timeout=600)
     assert full.returncode == 0, full.stderr[-3000:]
     assert "returned a view tensor" not in full.stderr  # FSDP2's warning that PPO's critic might skip its all-gather
+    import json
+
+    import yaml  # the launch's process count is recorded with its config and its environment
+    assert yaml.safe_load((tmp_path / "full" / "config.yaml").read_text())["processes"] == 2
+    assert json.loads((tmp_path / "full" / "env.json").read_text())["processes"] == 2
 
     hang = tmp_path / "hang.py"
     hang.write_text(HANG.format(compare=str(COMPARE)))

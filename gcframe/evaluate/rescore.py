@@ -179,7 +179,8 @@ def run(args) -> int:
     for run in dict.fromkeys([w[0] for w in work] + ([path] if args.base else [])):  # before any model is scored
         check_writable(run / RESCORED, f"the re-scoring writes {run / RESCORED}: make it writable, or copy the "
                        "folder and score the copy")
-    threads.setup(args.threads)  # torch's threads for this machine's load, printed first
+    if args.threads is not None or threads.CHOSEN is None:  # called from compare.py: its count stands, unsaid
+        threads.setup(args.threads)  # torch's threads for this machine's load, printed first
     if args.base:  # the runs share their base (check_same_task): one model, scored at step 0 with the first seed;
         work += base_work(path, configs)  # or, with sft_base.per_seed, each seed's own base with that seed
     return _rescore(args, path, work, single=runs == [path])

@@ -73,6 +73,7 @@ def collect(argv: list[str] | None = None) -> dict:
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "threads": torch.get_num_threads(),
+        "processes": int(os.environ.get("WORLD_SIZE", "1") or 1),  # a multi-process launch's (torchrun, accelerate)
         "threads_choice": threads.CHOSEN.to_dict() if threads.CHOSEN else None,  # why that many (tracking.threads)
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "platform": platform.platform(),
