@@ -32,6 +32,8 @@ MEASURES = [("cosine_corr", "cos(E ĝ, g*)", False), ("sin_angle", "sin angle (b
 """(column, label, log-coloured): the heatmap's columns."""
 
 
+NO_NOISE_SNR = 1e12
+"""An SNR above this is float rounding over identical draws (e.g. 2.95e13 for RFT's fixed pool): shown as ∞."""
 RESOLVED = 2.0
 """A method's mean step is resolved when n·SNR ≥ RESOLVED, i.e. ‖E ĝ‖² is at least twice the noise of the mean of
 its n draws (tr/n). Below that, the noise-corrected cosines (to g* and between methods) divide by an estimate of
@@ -117,7 +119,13 @@ def summary(d: dict) -> str:
                      f"completions, pruned mass per prompt ≤ {meta['pruned_mass_mean']:.2e} (max {meta['pruned_mass_max']:.2e})")
     cols = ["policy", "method", "aggregation", "draws", "cosine", "cosine_corr", "sin_angle", "scale", "rel_bias",
             "step_cosine", "snr", "snr_per_ktok", "snr_per_kgen", "snr_per_s", "tokens", "gen_tokens", "cpu_s"]
-    lines += ["", "## Each method's step against g*", "", markdown(a[cols])]
+    shown = a[cols].copy()
+    for col in [c for c in cols if c.startswith("snr")]:  # identical draws (RFT's fixed pool): no noise, SNR ∞
+        shown[col] = [("∞ (identical draws)" if v > NO_NOISE_SNR else v) if isinstance(v, float) else v
+                      for v in shown[col]]
+    lines += ["", "## Each method's step against g*", "", "n/a: a corrected cosine where the draws' noise outweighs "
+              "their mean (not resolved); ∞: draws that are all the same step, so there is no noise to divide by.", "",
+              markdown(shown)]
     c = d["cosines"]
     for pol in dict.fromkeys(c["policy"]):
         mat = c[c["policy"] == pol].pivot(index="a", columns="b", values="cosine_corr")

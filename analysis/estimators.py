@@ -79,7 +79,7 @@ def fig_std_and_kl(weights: pd.DataFrame, kl: pd.DataFrame, path: Path) -> None:
 
 def markdown(df: pd.DataFrame) -> str:
     """A pipe table (pandas' to_markdown needs tabulate, which is not a dependency)."""
-    cell = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
+    cell = lambda v: ("n/a" if v != v else f"{v:.4g}") if isinstance(v, float) else str(v)  # noqa: E731  NaN: n/a
     rows = [list(df.columns), ["---"] * len(df.columns)] + [[cell(v) for v in r] for r in df.itertuples(index=False)]
     return "\n".join("| " + " | ".join(map(str, r)) + " |" for r in rows)
 

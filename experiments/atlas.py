@@ -42,7 +42,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
-from analysis.atlas import RESOLVED  # noqa: E402
+from analysis.atlas import NO_NOISE_SNR, RESOLVED  # noqa: E402
 from experiments.compare_config import QUICK as COMPARE_QUICK  # noqa: E402
 from experiments.lab_common import add_out_args, finish, fresh_out  # noqa: E402
 from gcframe.batch import Batch, pad_right  # noqa: E402
@@ -306,8 +306,10 @@ def atlas_at(label, state, cfg, task, fixed, rows, base_dir, acc, names, spec, s
             row, mean, noise = measures(draw_many(tr, spec["draws"], gs["g"]), gs["g"])
             out.append({"policy": label, "method": name, "aggregation": tr.aggregation, **row})
             means[name] = (mean, noise)
-            say(f"  {name:12s} cos {row['cosine']:+.3f} (corrected {row['cosine_corr']:+.3f})  snr {row['snr']:.3g}"
-                f"  {row['cpu_s']:.2f} s/step")
+            corr = "n/a (noise outweighs the mean)" if row["cosine_corr"] != row["cosine_corr"] else \
+                f"{row['cosine_corr']:+.3f}"
+            snr = "∞ (identical draws)" if row["snr"] > NO_NOISE_SNR else f"{row['snr']:.3g}"
+            say(f"  {name:12s} cos {row['cosine']:+.3f} (corrected {corr})  snr {snr}  {row['cpu_s']:.2f} s/step")
             del tr
     return out, cosine_rows(label, means, gs["g"]), {**info, "p": gs["p"], "pruned": gs["pruned"]}
 

@@ -272,6 +272,9 @@ def table(res: dict) -> str:
     out.append("")
     out.append("ratios (targets: limit <= 1.15, GRPO/PPO memory <= 0.6, engine/CE <= 1.05, "
                "project/TRL <= 0.5 small, <= 0.77 compute)")
+    if res["config"].get("quick"):  # a few steps at toy sizes: too short to time against the targets
+        out.append("  --quick: a smoke run of every measurement, a few steps at toy sizes, too short and noisy to "
+                   "hold the targets; the full run (results/benchmark, docs/results/performance.md) measures them")
     for s, d in r.get("limit", {}).items():
         out.append(f"  limit (step / essential passes), {s}: " +
                    ", ".join(f"{m} {_f(v, '{:.2f}')}" for m, v in d.items() if v is not None))

@@ -83,7 +83,7 @@ def test_reported_base_accuracy_is_the_runs_own(fresh_cache, compared):
                  if row.get("step") == 0 and "eval_accuracy" in row)
     columns, rows = _summary(out)
     assert float(rows[0]["base_accuracy"]) == pytest.approx(step0)  # not the 8-problem figure the cache held
-    assert f"held-out accuracy {step0:.3f} on 15 problems" in r.stdout, r.stdout
+    assert f"test accuracy {step0:.3f} on 15 test problems" in r.stdout, r.stdout  # the test split, said
     assert step0 != pytest.approx(fresh_cache[1])  # the case of issue 26: k/15 against j/8 (else this test is moot)
 
 
@@ -200,6 +200,12 @@ def test_starved_run_is_named():
     assert "zero_var_groups" not in starvation(learns)
     silent = [{**r, "starved_groups": r["zero_var_groups"]} for r in rows]
     assert "steps 2-7" in starvation(silent)["zero_var_groups"]
+    # groups alike because they are solved (the stretch's samples 0.9 correct on average): no advice
+    # to make the problems easier, but that they are solved
+    solved = starvation([{**r, "accuracy": 0.9} for r in silent])["zero_var_groups"]
+    assert "mostly all right (its samples 90% correct)" in solved and "easier" not in solved
+    wrong = starvation([{**r, "accuracy": 0.05} for r in silent])["zero_var_groups"]
+    assert "easier problems" in wrong and "all right" not in wrong
 
 
 def test_plain_progress_lines_and_a_bar_on_a_zero_width_pty(monkeypatch):

@@ -19,15 +19,21 @@ share of the batch's (`zero_var_gc`, logged); the trainer then logs them as `sta
 an all-correct group (GC = 1[correct] = 1), a group baseline does not (Â = 0, only π_ref's KL term is left)."""
 
 
-def _message(kind: str, lo: float, hi: float, first: int, last: int, max_new_tokens=None) -> str:
+def _message(kind: str, lo: float, hi: float, first: int, last: int, max_new_tokens=None,
+             accuracy: float | None = None) -> str:
+    """The line for one kind; for equal-reward groups, `accuracy` (the mean accuracy of the stretch's own samples)
+    says which way they are alike: mostly right (solved prompts: harder ones would teach) or mostly wrong."""
     steps = f"steps {first}-{last}"
     if kind == "truncated_frac":
         limit = f"train.max_new_tokens={max_new_tokens}" if max_new_tokens else "train.max_new_tokens"
         return (f"{lo:.0%}-{hi:.0%} of completions were cut off at {limit} in each of {steps}: a cut-off answer "
                 "rarely scores, so there is little to learn; raise train.max_new_tokens")
-    return (f"{lo:.0%}-{hi:.0%} of prompt groups gave all their completions the same reward in each of {steps} "
-            "(zero variance: no learning signal); raise train.temperature or train.group_size, or use easier "
-            "problems (or a stronger base)")
+    head = (f"{lo:.0%}-{hi:.0%} of prompt groups gave all their completions the same reward in each of {steps} "
+            "(zero variance: no learning signal)")
+    if accuracy is not None and accuracy >= 0.5:
+        return (f"{head}, mostly all right (its samples {accuracy:.0%} correct): the prompts are solved; harder "
+                "problems (or fewer steps) would still teach it")
+    return f"{head}; raise train.temperature or train.group_size, or use easier problems (or a stronger base)"
 
 
 def starvation(rows: list[dict], window: int = WINDOW, max_new_tokens=None) -> dict[str, str]:
@@ -44,8 +50,9 @@ def starvation(rows: list[dict], window: int = WINDOW, max_new_tokens=None) -> d
                 continue
             if len(stretch) >= window:
                 vals = [s[kind] for s in stretch]
+                accs = [s["accuracy"] for s in stretch if "accuracy" in s]
                 found[kind] = _message(kind, min(vals), max(vals), stretch[0]["step"], stretch[-1]["step"],
-                                       max_new_tokens)
+                                       max_new_tokens, sum(accs) / len(accs) if accs else None)
                 break
             stretch = []
     return found
