@@ -256,6 +256,10 @@ def compare_rows(new_csv, committed_csv, examples: int = 3) -> str:
     matched = both[both["_merge"] == "both"]
     lines = [f"{new_csv} against the committed {committed_csv}: {len(matched)} of {len(new)} rows matched by "
              f"{', '.join(keys)} ({len(old)} committed rows)"]
+    cpus = [(json.loads(e.read_text()).get("cpu") if e.is_file() else None) or "unknown"
+            for e in (Path(new_csv).with_name("env.json"), Path(committed_csv).with_name("env.json"))]
+    lines.append(f"  CPU: this run {cpus[0]}, the committed rows {cpus[1]}"
+                 + ("" if cpus[0] == cpus[1] else " (another CPU family rounds in another order: expect differences)"))
     equal, differ = [], []
     for col in [c for c in new.columns if c in old and c not in (*keys, "#")]:
         other = col if col in keys else f"{col} (committed)"

@@ -214,10 +214,20 @@ def test_compare_rows_says_column_by_column_what_a_regenerated_result_repeats(tm
                    "grpo,0,0.41666667,241.7,100,x\nrft,0,0.3,120.0,100,y\nsft,0,0.2,50.0,100,z\n")
     assert results.compare_rows(new, committed).splitlines() == [
         f"{new} against the committed {committed}: 2 of 3 rows matched by method, seed (3 committed rows)",
+        "  CPU: this run unknown, the committed rows unknown",  # no env.json beside either file
         "  equal in every matched row: final_accuracy, steps",
         "  differ: time_s in 1 of 2 rows (committed → new: grpo seed 0: 233.1 → 241.7)",
         "  not in the committed file: sft seed 0",
         "  only in the new file: extra"]
+    # each file's env.json names its CPU, and another family is said to round differently
+    (tmp_path / "env.json").write_text('{"cpu": "AMD EPYC"}')
+    assert "  CPU: this run AMD EPYC, the committed rows AMD EPYC" in results.compare_rows(new, committed).splitlines()
+    (tmp_path / "theirs").mkdir()
+    theirs = tmp_path / "theirs" / "committed.csv"
+    theirs.write_text(committed.read_text())
+    (tmp_path / "theirs" / "env.json").write_text('{"cpu": "Intel(R) Xeon(R) Processor"}')
+    assert ("  CPU: this run AMD EPYC, the committed rows Intel(R) Xeon(R) Processor (another CPU family rounds in "
+            "another order: expect differences)") in results.compare_rows(new, theirs).splitlines()
     # a value off at the committed precision differs
     new.write_text("method,seed,final_accuracy\ngrpo,0,0.4168\n")
     assert "  differ: final_accuracy in 1 of 1 rows (committed → new: grpo seed 0: 0.4167 → 0.4168)" in \
