@@ -1131,8 +1131,8 @@ def test_default_page_the_slipped_base():
           "(−0.001 [−0.038, +0.037] greedy, `pairs.csv`)")
     _says(readme, "at 0.322 greedy and 0.608 pass@8 on test; three starts from weights moved by 1e-7 landed at "
                   "0.290–0.308 (three draws: a range, not a bound).",
-          "The gain is the carries (0.048 → 0.562–0.879 on the 354 test problems with one), and it costs: on the 146 "
-          "without one the base is right 0.986 of the time, and online RFT, PPO, GRPO, GRPO-PS and DPO lose "
+          "The gain is the carries (0.048 → 0.562–0.879 on the 354 test problems with a carry), and it costs: on the "
+          "146 without a carry the base is right 0.986 of the time, and online RFT, PPO, GRPO, GRPO-PS and DPO lose "
           "0.046–0.064, separated.",
           "every other method gains, separated, from DPO's +0.347 to PPO's +0.575, and PPO is not separated from "
           "online RFT, online RFT@filled or RLOO.")
