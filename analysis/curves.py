@@ -4,7 +4,7 @@ eq. 1), and methods compared by the curve's ceiling and efficiency rather than a
 
     python -m analysis.curves RUN_FOLDER [--axis sequences|tokens|time] [--forecast-half linear|log] [--out DIR]
 
-writes DIR (default RUN_FOLDER/report/): curves.csv (a row per method: A, B, C_mid and their 95% intervals, or the
+writes DIR (default RUN_FOLDER/report/, or RUN_FOLDER/report/curves_<axis>/ for tokens or time): curves.csv (a row per method: A, B, C_mid and their 95% intervals, or the
 word that says why there are none), curves_runs.csv (a row per run), evals.csv (every evaluation of every run:
 method, seed, step, compute, accuracy, problems; `run_fits` refits each run from it alone), orderings.csv,
 forecast.csv, curves.md (the tables) and curves.png (the fitted curves over the measured points, all methods, log
