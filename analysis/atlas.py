@@ -123,8 +123,8 @@ def summary(d: dict) -> str:
     for col in [c for c in cols if c.startswith("snr")]:  # identical draws (RFT's fixed pool): no noise, SNR ∞
         shown[col] = [("∞ (identical draws)" if v > NO_NOISE_SNR else v) if isinstance(v, float) else v
                       for v in shown[col]]
-    lines += ["", "## Each method's step against g*", "", "n/a: a corrected cosine where the draws' noise outweighs "
-              "their mean (not resolved); ∞: draws that are all the same step, so there is no noise to divide by.", "",
+    lines += ["", "## Each method's step against g*", "", "n/a: a measure that does not apply (an offline method's "
+              "generated tokens) or a corrected cosine where the draws' noise outweighs their mean (not resolved); ∞: draws that are all the same step, so there is no noise to divide by.", "",
               markdown(shown)]
     c = d["cosines"]
     for pol in dict.fromkeys(c["policy"]):
