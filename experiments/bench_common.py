@@ -84,7 +84,14 @@ def _child(conn, fn, args):
 
 
 def setup_process(threads: int) -> None:
+    """One measurement's process: its thread count, and every library a step uses imported before the baseline RSS
+    is read, so that "above baseline" is the method's own memory (models, optimiser state, activations) and not the
+    imported code, which every method shares (the trainer's imports and the Llama modules: about 240 MiB)."""
     import torch
+    import transformers.models.llama.modeling_llama  # noqa: F401  (the model code, loaded lazily by transformers)
+
+    import gcframe.trainer  # noqa: F401
+    import methods  # noqa: F401
 
     if threads > 0:
         torch.set_num_threads(threads)
