@@ -155,28 +155,36 @@ def write_evals(tables, path: Path) -> None:
 def write_base_curve(runs: Path, path: Path) -> None:
     """base_curve.csv: the SFT base's stage 1 (`gcframe.stage1`), read from the cached base the runs started from:
     its curve (step, mean training loss, greedy accuracy on its split) and, per row, the split it decided on, where it
-    stopped, by which rule, and which evaluation it kept. Nothing for a pretrained model (no stage 1)."""
+    stopped, by which rule, and which evaluation it kept. With a base per seed (sft_base.per_seed) every seed's base,
+    a `seed` column saying whose. Nothing for a pretrained model (no stage 1)."""
     import yaml
 
     from gcframe import pipeline
     from gcframe.config import from_dict
     from gcframe.tracking.log import cache_root
 
-    raw = {k: v for k, v in yaml.safe_load((runs / "config.yaml").read_text()).items()
-           if k in ("seed", "task", "model", "sft_base", "train", "reward_model", "methods")}
+    made = yaml.safe_load((runs / "config.yaml").read_text())
+    raw = {k: v for k, v in made.items() if k in ("seed", "task", "model", "sft_base", "train", "reward_model")}
     cfg = from_dict({**raw, "methods": {}})
     if cfg.model.path:
         return
-    info_file = cache_root() / "sft_base" / pipeline.base_key(cfg) / "base_info.json"
-    if not info_file.is_file():
-        return
-    s1 = json.loads(info_file.read_text()).get("stage1") or {}
-    curve = pd.DataFrame(s1.get("curve") or [])
-    if curve.empty:
-        return
-    curve.assign(split=s1.get("split", "test"), steps_trained=s1.get("steps_trained"),
-                 stopped_by=s1.get("stopped_by") or "steps", kept_step=s1.get("best_step") or s1.get("steps_trained")
-                 ).to_csv(path, index=False, float_format="%.4f")
+    seeds = (made.get("seeds") or [cfg.seed]) if cfg.sft_base.per_seed else [None]
+    frames = []
+    for seed in seeds:
+        key = pipeline.base_key(cfg if seed is None else from_dict({**raw, "seed": seed, "methods": {}}))
+        info_file = cache_root() / "sft_base" / key / "base_info.json"
+        if not info_file.is_file():
+            continue
+        s1 = json.loads(info_file.read_text()).get("stage1") or {}
+        curve = pd.DataFrame(s1.get("curve") or [])
+        if curve.empty:
+            continue
+        curve = curve.assign(split=s1.get("split", "test"), steps_trained=s1.get("steps_trained"),
+                             stopped_by=s1.get("stopped_by") or "steps",
+                             kept_step=s1.get("best_step") or s1.get("steps_trained"))
+        frames.append(curve if seed is None else curve.assign(seed=seed))
+    if frames:
+        pd.concat(frames, ignore_index=True).to_csv(path, index=False, float_format="%.4f")
 
 
 def _curve_fit(runs: Path, results: Path, prefix: str) -> bool:

@@ -275,3 +275,27 @@ def test_a_stage_outside_its_band_stops_the_recipe_naming_what_it_reached(tmp_pa
     with pytest.raises(UserError, match="train.steps or train.lr in experiments/configs/smollm2_slip_sft.yaml") as e:
         check_stage(stage, {**b, "band": (0.2, 0.6), "room": 0.1})
     assert what in str(e.value) and "\n" not in str(e.value)
+
+
+def test_base_curve_has_every_seeds_own_base(tmp_path, monkeypatch):
+    """With sft_base.per_seed each seed's run starts from its own base: base_curve.csv holds every seed's stage 1,
+    found under its own cache key, with a `seed` column; a seed whose base is not cached is left out."""
+    from gcframe import pipeline
+    from gcframe.config import from_dict
+
+    monkeypatch.setenv("GCFRAME_CACHE", str(tmp_path / "cache"))
+    made = {"seed": 0, "seeds": [0, 1, 2], "sft_base": {"per_seed": True, "steps": 50}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(made))
+    for seed, best in ((0, 25), (1, 50)):  # seed 2's base is not cached
+        key = pipeline.base_key(from_dict({"seed": seed, "sft_base": made["sft_base"], "methods": {}}))
+        d = tmp_path / "cache" / "sft_base" / key
+        d.mkdir(parents=True)
+        curve = [{"step": 25, "loss": 1.0, "accuracy": 0.2 + seed / 10}, {"step": 50, "loss": 0.5, "accuracy": 0.3}]
+        (d / "base_info.json").write_text(json.dumps({"stage1": {"curve": curve, "split": "validation",
+                                                                 "steps_trained": 50, "best_step": best}}))
+    results.write_base_curve(tmp_path, tmp_path / "base_curve.csv")
+    import pandas as pd
+
+    out = pd.read_csv(tmp_path / "base_curve.csv")
+    assert out["seed"].tolist() == [0, 0, 1, 1] and out["kept_step"].tolist() == [25, 25, 50, 50]
+    assert out["accuracy"].tolist() == [0.2, 0.3, 0.3, 0.3] and (out["split"] == "validation").all()
