@@ -313,8 +313,8 @@ TARGETS = {"limit": 1.15, "grpo_vs_ppo": 0.6, "engine_vs_ce": 1.05, "vs_trl": {"
 
 
 def write_csvs(res: dict, folder: Path) -> list[Path]:
-    """steps.csv (a row per size and method: step time, its phases, tokens/s, peak RSS, step ÷ essential passes)
-    and ratios.csv (a row per ratio: its target, its value per size, whether the value meets the target), the
+    """steps.csv (a row per size and method: step time, its phases, tokens/s, peak RSS, step ÷ essential passes),
+    memory.csv (where GRPO and PPO both ran: their peaks, the baseline and the two ratios, per size) and ratios.csv (a row per ratio: its target, its value per size, whether the value meets the target), the
     tables of the performance page (rendered by analysis.results)."""
     import pandas as pd
 
@@ -363,10 +363,25 @@ def write_csvs(res: dict, folder: Path) -> list[Path]:
                         {s: r["vs_trl"][s].get(m) for s in sizes if s in r.get("vs_trl", {})}))
         out.append(line(f"project's essential passes ÷ TRL, {m.upper()} (the floor)", None,
                         {s: r["vs_trl_floor"][s].get(m) for s in sizes if s in r.get("vs_trl_floor", {})}))
+    mem = []  # GRPO's and PPO's peaks side by side: what the memory ratio is made of
+    pairs = [(s, s, d) for s, d in res["methods"].items() if {"grpo", "ppo"} <= set(d)]
+    if res.get("micro_batch_memory"):  # the same pair with activations bounded (its baseline is its size's)
+        mb = res["micro_batch_memory"]
+        pairs.append((f"{mb['size']}, micro-batches of {mb['micro_batch_size']}", mb["size"], mb))
+    for label, size, d in pairs:
+        g, p = d["grpo"], d["ppo"]
+        peak = {f"{m} peak RSS (MiB, above baseline)": f"{v['peak_rss_mb']:.0f} (+{v['peak_rss_increase_mb']:.0f})"
+                for m, v in (("GRPO", g), ("PPO", p))}
+        mem.append({"size": label, "baseline RSS (MiB)": _f(res["methods"][size]["grpo"]["rss_baseline_mb"], "{:.0f}"),
+                    **peak, "GRPO ÷ PPO above baseline": _f(ratio(g["peak_rss_increase_mb"],
+                                                                    p["peak_rss_increase_mb"]), "{:.2f}"),
+                    "GRPO ÷ PPO total": _f(ratio(g["peak_rss_mb"], p["peak_rss_mb"]), "{:.2f}")})
     folder = Path(folder)
-    paths = [folder / "steps.csv", folder / "ratios.csv"]
+    paths = [folder / "steps.csv", folder / "ratios.csv"] + ([folder / "memory.csv"] if mem else [])
     pd.DataFrame(rows).to_csv(paths[0], index=False)
     pd.DataFrame(out).to_csv(paths[1], index=False)
+    if mem:
+        pd.DataFrame(mem).to_csv(paths[2], index=False)
     return paths
 
 

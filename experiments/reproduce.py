@@ -193,7 +193,12 @@ RECIPES = {
                          keep=["slip.csv", "slip.png", "slip*_problems.csv.gz"]),
     "benchmark": Recipe("speed and memory against the essential passes and TRL (toy sizes)", "command",
                         command=["experiments/benchmark.py", "--out", "OUT/bench.json"],
-                        keep=["bench.json", "steps.csv", "ratios.csv"]),
+                        keep=["bench.json", "steps.csv", "ratios.csv", "memory.csv"]),
+    "benchmark_memory": Recipe("GRPO's and PPO's peak memory at the compute size, with and without micro-batches "
+                               "(peak RSS does not depend on the machine's load)", "command",
+                               command=["experiments/benchmark.py", "--no-trl", "--sizes", "compute", "--methods",
+                                        "grpo,ppo", "--out", "OUT/bench.json"],
+                               keep=["bench.json", "memory.csv"]),
 }
 
 

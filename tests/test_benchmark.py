@@ -1,13 +1,17 @@
 """experiments/benchmark.py: its smallest run writes every ratio (keys and shapes, not timing values), and the TRL
 comparison reports a failure instead of a number."""
 import json
+import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from experiments import bench_common, benchmark, benchmark_trl
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_smallest_run_writes_every_ratio(tmp_path):
@@ -179,3 +183,40 @@ def test_the_performance_tables_come_from_the_measurements(tmp_path):
     assert (mem["small"], mem["compute"], mem["met"]) == ("0.77", "0.58", "compute")
     assert rows.loc["engine ÷ plain cross-entropy (SFT)", "met"] == "compute"  # 1.11 > 1.05, 1.02 ≤ 1.05
     assert rows.loc["GRPO ÷ PPO step time", "met"] == "–"  # no target
+
+
+def test_memory_table_sets_grpo_beside_ppo(tmp_path):
+    """memory.csv: both peaks, the baseline they are measured above, and the two ratios, per size and for the
+    micro-batched pair; e.g. (900 − 360) / (1260 − 360) = 540 / 900 = 0.60, and 900 / 1260 = 0.71 in total."""
+    def method(peak, base=360.0):
+        return {"step_s": 1.0, "gen_tokens_per_s": 100, "models": {"policy": 1},
+                "phases_s": {"generate": 0.1, "score": 0.0, "collect_other": 0.0, "ref_old_logprobs_prepare": 0.1,
+                             "policy_update": 0.5, "critic_update": 0.0},
+                "peak_rss_mb": peak, "peak_rss_increase_mb": peak - base, "rss_baseline_mb": base}
+
+    res = {"methods": {"compute": {"grpo": method(900.0), "ppo": method(1260.0)}},
+           "micro_batch_memory": {"size": "compute", "micro_batch_size": 8,
+                                  "grpo": {"peak_rss_mb": 660.0, "peak_rss_increase_mb": 300.0},
+                                  "ppo": {"peak_rss_mb": 860.0, "peak_rss_increase_mb": 500.0}},
+           "ratios": {"limit": {}, "grpo_vs_ppo": {}, "engine_vs_ce": {}}}
+    paths = benchmark.write_csvs(res, tmp_path)
+    assert [p.name for p in paths] == ["steps.csv", "ratios.csv", "memory.csv"]
+    mem = pd.read_csv(paths[2], dtype=str).set_index("size")
+    assert mem.loc["compute", "GRPO peak RSS (MiB, above baseline)"] == "900 (+540)"
+    assert (mem.loc["compute", "GRPO ÷ PPO above baseline"], mem.loc["compute", "GRPO ÷ PPO total"]) == ("0.60", "0.71")
+    # micro-batched: 300 / 500 = 0.60 above the same baseline, 660 / 860 = 0.77 in total
+    row = mem.loc["compute, micro-batches of 8"]
+    assert (row["baseline RSS (MiB)"], row["GRPO ÷ PPO above baseline"], row["GRPO ÷ PPO total"]) == \
+        ("360", "0.60", "0.77")
+
+
+def test_the_memory_baseline_is_read_after_the_libraries_are_imported():
+    """'Above baseline' is a method's own memory: the libraries every step uses (the trainer, the methods, the Llama
+    code) are imported by setup_process, before the baseline RSS is read, not counted in each method's increase."""
+    code = ("import sys; sys.path.insert(0, '.'); from experiments.bench_common import setup_process; "
+            "before = {m for m in ('gcframe.trainer', 'methods', 'transformers.models.llama.modeling_llama') "
+            "if m in sys.modules}; setup_process(1); "
+            "print(sorted(before), all(m in sys.modules for m in ('gcframe.trainer', 'methods', "
+            "'transformers.models.llama.modeling_llama')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["[]", "True"], out.stderr[-2000:]
