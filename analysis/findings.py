@@ -207,6 +207,28 @@ def gain_summary(rows: pd.DataFrame, metric: str = "greedy") -> pd.DataFrame:
     return pd.DataFrame(list(out.values()), columns=["method", *dict.fromkeys(g["subgroup"])])
 
 
+BASELINES = ("sft_filtered", "sft_clean")
+"""The SFT baseline a comparison is read against, the first one present in a result's runs: SFT on the
+demonstrations the checker accepts (given the information RL gets), else SFT on clean ones."""
+
+
+def versus_summary(table: pd.DataFrame, baseline: str, metric: str = "greedy") -> pd.DataFrame:
+    """Every method − `baseline` from the paired tests (`table`: tests()' rows, a `subgroup` column), as one row per
+    method and a column per subgroup (all problems first), e.g. "+0.072 [+0.041, +0.103], separated"; a pair the
+    test wrote as baseline − method is turned round (Δ and the interval negated and swapped)."""
+    t = table[(table["metric"] == metric) & ((table["a"] == baseline) | (table["b"] == baseline))]
+    out = {}
+    for _, r in t.iterrows():
+        flip = r["a"] == baseline
+        other = r["b"] if flip else r["a"]
+        d, lo, hi = (-r["diff"], -r["hi"], -r["lo"]) if flip else (r["diff"], r["lo"], r["hi"])
+        cell = f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" + (", separated" if r["separated"] else "")
+        out.setdefault(other, {"method": other, "over": baseline})[r.get("subgroup", ALL)] = cell
+    rows = pd.DataFrame(list(out.values()), columns=["method", "over", *dict.fromkeys(t.get("subgroup", [ALL]))])
+    mean = {r["method"]: float(r[ALL].split()[0]) for _, r in rows.iterrows()} if ALL in rows else {}
+    return rows.sort_values("method", key=lambda m: m.map(lambda x: -mean.get(x, 0.0)), kind="stable")
+
+
 def gain_line(runs: Runs, gains: pd.DataFrame, metric: str = "greedy") -> list[str]:
     """'Over the base model (0.412 greedy; 2 seeds × 200 problems): grpo +0.071 [+0.030, +0.112], separated; ...'"""
     g = gains[gains["metric"] == metric] if len(gains) else gains
@@ -422,7 +444,9 @@ def headline(runs: Runs, table: pd.DataFrame, gains: pd.DataFrame | None = None)
 
 
 def write(runs: Runs, folder, prefix: str = "") -> list[str]:
-    """pairs.csv, findings.csv, design.csv and findings.md into `folder` -> the sentences."""
+    """pairs.csv, findings.csv, design.csv and findings.md into `folder` -> the sentences; gains.csv and
+    gains_greedy.csv over a re-scored base; over_<baseline>.csv, every method against the SFT baseline given the
+    checker's information (BASELINES: sft_filtered, else sft_clean), where one ran."""
     from pathlib import Path
 
     folder = Path(folder)
@@ -431,8 +455,11 @@ def write(runs: Runs, folder, prefix: str = "") -> list[str]:
         return []
     views = subgroups(runs)  # the planned subgroups' rows follow all problems' (ALL) in pairs.csv and gains.csv
     parts = [table.assign(subgroup=ALL)] + [tests(v)[0].assign(subgroup=v.name) for v in views]
-    pd.DataFrame(pair_rows(runs, pd.concat(parts, ignore_index=True))).to_csv(folder / f"{prefix}pairs.csv",
-                                                                               index=False)
+    every_pair = pd.concat(parts, ignore_index=True)
+    pd.DataFrame(pair_rows(runs, every_pair)).to_csv(folder / f"{prefix}pairs.csv", index=False)
+    baseline = next((b for b in BASELINES if b in set(table["a"]) | set(table["b"])), None)
+    if baseline:  # each method against the SFT baseline given the checker's information
+        versus_summary(every_pair, baseline).to_csv(folder / f"{prefix}over_{baseline}.csv", index=False)
     claims = claim_rows(runs, table)
     if claims:
         pd.DataFrame(claims).to_csv(folder / f"{prefix}findings.csv", index=False)

@@ -69,3 +69,27 @@ def test_the_greedy_gains_one_row_per_method_and_subgroup_columns():
                                                           "-0.050 [-0.080, -0.020], separated"]
     assert t.set_index("method").loc["sft", "all"] == "+0.002 [-0.024, +0.028]"  # not separated: no word
     assert pd.isna(t.set_index("method").loc["sft", "no_carry"])
+
+
+def test_every_method_against_the_sft_baseline_turned_round_where_the_test_wrote_it_the_other_way():
+    """over_sft_filtered.csv: a pair written `sft_filtered − grpo` (Δ −0.07 [−0.10, −0.04]) is shown as grpo's
+    +0.070 [+0.040, +0.100] over it; rows ordered by the gain on all problems; other pairs and metrics left out."""
+    from analysis.findings import versus_summary
+
+    t = pd.DataFrame([
+        {"a": "sft_filtered", "b": "grpo", "diff": -0.07, "lo": -0.10, "hi": -0.04, "separated": True,
+         "metric": "greedy", "subgroup": "all"},
+        {"a": "sft_filtered", "b": "grpo", "diff": 0.02, "lo": -0.01, "hi": 0.05, "separated": False,
+         "metric": "greedy", "subgroup": "no_carry"},
+        {"a": "ppo", "b": "sft_filtered", "diff": 0.11, "lo": 0.08, "hi": 0.14, "separated": True,
+         "metric": "greedy", "subgroup": "all"},
+        {"a": "ppo", "b": "grpo", "diff": 0.04, "lo": 0.01, "hi": 0.07, "separated": True,
+         "metric": "greedy", "subgroup": "all"},  # neither is the baseline
+        {"a": "ppo", "b": "sft_filtered", "diff": 0.2, "lo": 0.1, "hi": 0.3, "separated": True,
+         "metric": "pass@8", "subgroup": "all"}])  # another metric
+    v = versus_summary(t, "sft_filtered")
+    assert v["method"].tolist() == ["ppo", "grpo"] and v.columns.tolist() == ["method", "over", "all", "no_carry"]
+    g = v.set_index("method")
+    assert g.loc["grpo", "all"] == "+0.070 [+0.040, +0.100], separated"
+    assert g.loc["grpo", "no_carry"] == "-0.020 [-0.050, +0.010]"  # not separated: no word
+    assert g.loc["ppo", "all"] == "+0.110 [+0.080, +0.140], separated" and pd.isna(g.loc["ppo", "no_carry"])
