@@ -73,14 +73,14 @@ def tables(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     for m, g in df.groupby("method", sort=False):
         got = {r["lr"]: ("diverged" if r["status"] == "diverged" else f"{r['val_accuracy']:.3f}")
                for _, r in g.iterrows()}
-        trials = {f"lr {lr:g}": got.get(lr, "–") for lr in rates}  # "–": a rate this method did not need
+        trials = {f"lr {lr:.3g}": got.get(lr, "–") for lr in rates}  # "–": a rate this method did not need
         c = chosen.loc[m]
         cost = {}
         if "gen_tokens" in df:  # one trial at the chosen rate: what it generated (dropped, pool) and its wall time
             cost = {"generated tokens": f"{c['gen_tokens']:,.0f}", "of which dropped": f"{c['dropped_tokens']:,.0f}",
                     "pool": f"{c['pool_tokens']:,.0f}", "time (s)": f"{c['time_s']:.0f}",
                     "critic (s)": f"{c['critic_s']:.0f}"}
-        rows.append({"method": m, "chosen lr": f"{c['lr']:g}", **trials,
+        rows.append({"method": m, "chosen lr": f"{c['lr']:.3g}", **trials,
                      "expected best, 1 trial": f"{expected_max(list(g['score']), 1):.3f}",
                      "seeds per trial": int(g["seeds"].max()), **cost})
         for n in range(1, len(g) + 1):
@@ -101,7 +101,7 @@ def figure(df: pd.DataFrame, curve: pd.DataFrame, path: Path) -> Path:
             title="sensitivity (ringed: chosen)")
     rates = sorted(df["lr"].unique())
     ax1.minorticks_off()
-    ax1.set_xticks(rates, [f"{r:g}" for r in rates])
+    ax1.set_xticks(rates, [f"{r:.3g}" for r in rates])
     ax1.legend(fontsize=8, loc="lower left", ncol=2)
     sns.lineplot(data=curve, x="trials", y="expected best", hue="method", palette=colors, marker="o", ax=ax2,
                  legend=False)
