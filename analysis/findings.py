@@ -214,7 +214,8 @@ demonstrations the checker accepts (given the information RL gets), else SFT on 
 
 def versus_summary(table: pd.DataFrame, baseline: str, metric: str = "greedy") -> pd.DataFrame:
     """Every method − `baseline` from the paired tests (`table`: tests()' rows, a `subgroup` column), as one row per
-    method and a column per subgroup (all problems first), e.g. "+0.072 [+0.041, +0.103], separated"; a pair the
+    method (the file's name says the baseline: over_<baseline>.csv) and a column per subgroup (all problems first),
+    e.g. "+0.072 [+0.041, +0.103], separated"; a pair the
     test wrote as baseline − method is turned round (Δ and the interval negated and swapped)."""
     t = table[(table["metric"] == metric) & ((table["a"] == baseline) | (table["b"] == baseline))]
     out = {}
@@ -223,8 +224,8 @@ def versus_summary(table: pd.DataFrame, baseline: str, metric: str = "greedy") -
         other = r["b"] if flip else r["a"]
         d, lo, hi = (-r["diff"], -r["hi"], -r["lo"]) if flip else (r["diff"], r["lo"], r["hi"])
         cell = f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" + (", separated" if r["separated"] else "")
-        out.setdefault(other, {"method": other, "over": baseline})[r.get("subgroup", ALL)] = cell
-    rows = pd.DataFrame(list(out.values()), columns=["method", "over", *dict.fromkeys(t.get("subgroup", [ALL]))])
+        out.setdefault(other, {"method": other})[r.get("subgroup", ALL)] = cell
+    rows = pd.DataFrame(list(out.values()), columns=["method", *dict.fromkeys(t.get("subgroup", [ALL]))])
     mean = {r["method"]: float(r[ALL].split()[0]) for _, r in rows.iterrows()} if ALL in rows else {}
     return rows.sort_values("method", key=lambda m: m.map(lambda x: -mean.get(x, 0.0)), kind="stable")
 

@@ -88,7 +88,7 @@ def test_every_method_against_the_sft_baseline_turned_round_where_the_test_wrote
         {"a": "ppo", "b": "sft_filtered", "diff": 0.2, "lo": 0.1, "hi": 0.3, "separated": True,
          "metric": "pass@8", "subgroup": "all"}])  # another metric
     v = versus_summary(t, "sft_filtered")
-    assert v["method"].tolist() == ["ppo", "grpo"] and v.columns.tolist() == ["method", "over", "all", "no_carry"]
+    assert v["method"].tolist() == ["ppo", "grpo"] and v.columns.tolist() == ["method", "all", "no_carry"]
     g = v.set_index("method")
     assert g.loc["grpo", "all"] == "+0.070 [+0.040, +0.100], separated"
     assert g.loc["grpo", "no_carry"] == "-0.020 [-0.050, +0.010]"  # not separated: no word
