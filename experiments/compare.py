@@ -84,8 +84,57 @@ def parse_args(argv=None):
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--resume", metavar="OUT", help="continue the killed comparison in OUT with OUT/config.yaml: "
                    "finished runs are kept, the interrupted one continues from its latest checkpoint")
+    p.add_argument("--workers", type=int, metavar="N", help="processes that train the runs side by side, one thread "
+                   "each (default: 2 for the tiny model on an idle CPU with 2 or more cores, else 1); the first writes "
+                   "the summary and the report, the others log to OUT/worker<k>.log")
+    p.add_argument("--cells-only", action="store_true", help=argparse.SUPPRESS)  # a worker: runs only, no summary
     threads.add_flag(p)
     return p.parse_args(argv)
+
+
+def plan_workers(args, cfg, cells: int) -> int:
+    """How many processes train the runs (`--workers`): each takes the next unclaimed run (a claim file), so a run
+    is trained once whichever process takes it, with the same seed and the same result. By default 2 on an idle CPU
+    with 2 or more cores for the tiny model, whose steps are too small for a second thread to help; 1 for a
+    pretrained model (each process would hold it), on a GPU, under a multi-process launch, or when --threads or
+    OMP_NUM_THREADS fixes the threads."""
+    if args.workers is not None:
+        if args.workers < 1:
+            raise UserError(f"--workers {args.workers}: give at least 1")
+        return min(args.workers, max(cells, 1))
+    if (args.cells_only or cfg.model.path or args.threads is not None or os.environ.get("OMP_NUM_THREADS")
+            or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1 or cells < 2):
+        return 1
+    import torch
+
+    if torch.cuda.is_available():
+        return 1
+    return 2 if threads.choose(threads.cores_available(), threads.other_load(), 2).threads >= 2 else 1
+
+
+def start_workers(out: Path, n: int, args) -> list:
+    """n more processes on OUT (`compare.py --resume OUT --cells-only --threads 1`), each logging to
+    OUT/worker<k>.log."""
+    import subprocess
+
+    procs = []
+    for k in range(2, n + 2):
+        log = open(out / f"worker{k}.log", "w")
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--resume", str(out), "--cells-only", "--threads", "1",
+               "--no-progress"]
+        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL), log))
+    return procs
+
+
+def stop_workers(procs: list) -> None:
+    for proc, log in procs:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except Exception:  # noqa: BLE001 (it is killed instead)
+                proc.kill()
+        log.close()
 
 
 def prepare_out(args, accelerator) -> Path:
@@ -382,9 +431,14 @@ def _main(args, where: dict) -> int:
     if args.quick and not cfg.model.path:
         quick_stage1(cfg, task)
     tracker_names = trackers.names(cfg.train.report_to)
+    workers = plan_workers(args, cfg, len(names) * len(seeds))
+    by_workers = workers > 1 and args.threads is None
+    if workers > 1:
+        args.threads = 1  # one thread per process: every process of the comparison records the same environment
     # torch's threads for this machine's load, the run's first line once its input is known good (a resume keeps
     # the count its folder was started with)
-    threads.setup(args.threads, Path(args.resume) / "env.json" if args.resume else None)
+    threads.setup(args.threads, Path(args.resume) / "env.json" if args.resume else None,
+                  flag_name="--workers" if by_workers else "--threads")
     acc = make_accelerator()
     out = prepare_out(args, acc)
     if args.quick and (line := quick_line(args.quick_replaced, cfg, names)):
@@ -403,6 +457,21 @@ def _main(args, where: dict) -> int:
     if acc.is_main_process:  # what made these results: versions, BLAS, threads, commit (a resume: env.resume.json)
         write_env(out / ("env.resume.json" if args.resume else "env.json"))
     where["config_written"] = True
+    helpers = start_workers(out, workers - 1, args) if workers > 1 and acc.num_processes == 1 else []
+    if helpers:
+        acc.print(f"{workers} processes train the runs side by side, one thread each (--workers; the others log to "
+                  f"{out}/worker<k>.log)")
+    try:
+        return _compare(args, where, cfg, names, seeds, task, acc, out, tracker_names, show, helpers)
+    finally:
+        stop_workers(helpers)
+
+
+def _compare(args, where, cfg, names, seeds, task, acc, out, tracker_names, show, helpers) -> int:
+    """The bases, the tuning, the runs, then (the first process only) the summary, the scores and the report."""
+    from gcframe.config import load_yaml
+    from gcframe.tracking.log import write_yaml
+
     where["phase"] = "while the SFT base was trained (it is trained again on --resume)"
     bases = seed_bases(cfg, task, acc, show)
     build_bases(cfg, seeds if cfg.sft_base.per_seed else seeds[:1], bases)  # before any run: minutes each
@@ -430,7 +499,15 @@ def _main(args, where: dict) -> int:
         cfg = tune.tune(cfg, names, out, run_cells, **ctx)
         if acc.is_main_process:
             write_yaml(out / "config.yaml", {**load_yaml(out / "config.yaml"), "methods": cfg.methods})
-    rows = run_cells(out, cfg, names, seeds, **ctx)
+    rows = run_cells(out, cfg, names, seeds, **ctx, wait_line=not helpers and not args.cells_only)
+    if args.cells_only:  # a worker: the first process writes the summary and the report
+        return 0
+    if rows is None and helpers:  # the other workers' runs: wait for them, then train whatever a failed one left
+        for proc, _ in helpers:
+            if proc.wait() != 0:
+                acc.print(f"a worker stopped with exit status {proc.returncode} (its log: {out}/worker*.log); its "
+                          "unfinished runs are trained here")
+        rows = run_cells(out, cfg, names, seeds, **ctx)
     if rows is None:
         return 0
     if acc.is_main_process:

@@ -293,3 +293,52 @@ def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
     (resumed_model, _), (full_model, _) = (load_model_and_tokenizer(str(d / "final")) for d in (run, ref))
     for (name, a), (_, b) in zip(resumed_model.state_dict().items(), full_model.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
+
+
+def test_two_workers_split_the_runs_and_the_first_writes_the_report(tmp_path):
+    """--workers 2: a second process (compare.py --resume OUT --cells-only) takes the runs the first has not claimed;
+    every run is trained once, the first process writes the summary, the scores and the report, and both record one
+    thread (the same environment, so analysis.results accepts the folder)."""
+    out = tmp_path / "w"
+    r = run_cli("--quick", "--methods", "sft,rft,grpo,rloo", "--steps", "4", "--workers", "2", "--out", out)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "2 processes train the runs side by side" in r.stdout
+    rows = (out / "summary.csv").read_text().splitlines()
+    assert rows[0].startswith("method,") and [x.split(",")[0] for x in rows[1:]] == ["sft", "rft", "grpo", "rloo"]
+    log = (out / "worker2.log").read_text()
+    assert "threads: 1 of" in log and "seed 0: validation accuracy" in log  # the worker ran and saw runs finish
+    for m in ("sft", "rft", "grpo", "rloo"):  # each run trained once: one training row per step, none twice
+        steps = [row["step"] for row in read_jsonl(out / m / "seed0" / "metrics.jsonl") if "loss" in row]
+        assert steps == list(range(4)), (m, steps)
+    assert "report" not in log and "still running" not in r.stdout + log and (out / "report" / "summary.md").is_file()
+    envs = [json.loads((out / f).read_text()) for f in ("env.json", "env.resume.json")]
+    assert [e["threads"] for e in envs] == [1, 1]
+
+
+def test_workers_by_default_only_where_a_second_process_helps(monkeypatch):
+    """plan_workers: 2 for the tiny model on an idle 2-core CPU; 1 when the threads are fixed (--threads,
+    OMP_NUM_THREADS), for a pretrained model, for one run, or when the machine is busy; --workers N as given, at
+    most one per run, and at least 1."""
+    from types import SimpleNamespace
+
+    from experiments import compare
+    from gcframe.errors import UserError
+    from gcframe.tracking import threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(threads, "cores_available", lambda: 2)
+    args = lambda **kw: SimpleNamespace(**{"workers": None, "cells_only": False, "threads": None, **kw})  # noqa: E731
+    tiny, real = SimpleNamespace(model=SimpleNamespace(path=None)), SimpleNamespace(model=SimpleNamespace(path="x"))
+    monkeypatch.setattr(threads, "other_load", lambda: 0.1)
+    assert compare.plan_workers(args(), tiny, 9) == 2
+    assert compare.plan_workers(args(threads=2), tiny, 9) == 1 and compare.plan_workers(args(), real, 9) == 1
+    assert compare.plan_workers(args(), tiny, 1) == 1 and compare.plan_workers(args(cells_only=True), tiny, 9) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert compare.plan_workers(args(), tiny, 9) == 1
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(threads, "other_load", lambda: 1.2)  # 2 − 1.2 = 0.8 cores free: one process
+    assert compare.plan_workers(args(), tiny, 9) == 1
+    assert compare.plan_workers(args(workers=3), tiny, 9) == 3 and compare.plan_workers(args(workers=3), tiny, 2) == 2
+    with pytest.raises(UserError, match="--workers 0: give at least 1"):
+        compare.plan_workers(args(workers=0), tiny, 9)

@@ -45,7 +45,7 @@ class Choice:
         load = f"load {self.load:.1f}"
         if self.source == "auto":
             return f"threads: {self.threads} of {self.cores} cores ({load}); --threads or OMP_NUM_THREADS overrides"
-        by = (f"set by {self.source}" if self.source in ("--threads", "OMP_NUM_THREADS") else
+        by = (f"set by {self.source}" if self.source in ("--threads", "OMP_NUM_THREADS", "--workers") else
               f"as {self.source} records: a resumed run keeps its count; --threads overrides")
         crowded = self.threads > 1 and self.threads + self.load > self.cores + 0.5  # (1 thread is the least)
         warn = f"; {load}: {self.threads} thread(s) oversubscribe the cores, expect slow steps" if crowded else ""
@@ -100,13 +100,14 @@ def parse_env(value: str | None) -> int | None:
 
 
 def choose(cores: int, load: float, default: int, flag: int | None = None, env: str | None = None,
-           recorded: tuple[int, str] | None = None, local_processes: int = 1) -> Choice:
+           recorded: tuple[int, str] | None = None, local_processes: int = 1, flag_name: str = "--threads") -> Choice:
     """The rule of the module docstring, on given numbers (so that it can be tested with any machine's).
-    flag: --threads; env: OMP_NUM_THREADS's text; recorded: (threads, file) of a resumed run folder's env.json."""
+    flag: --threads (or what flag_name says set it: --workers, one thread per process); env: OMP_NUM_THREADS's text;
+    recorded: (threads, file) of a resumed run folder's env.json."""
     if flag is not None:
         if flag < 1:
             raise UserError(f"--threads {flag}: give at least 1 (or leave it out for the choice by load)")
-        return Choice(flag, cores, load, "--threads", default)
+        return Choice(flag, cores, load, flag_name, default)
     if (n := parse_env(env)) is not None:
         return Choice(n, cores, load, "OMP_NUM_THREADS", default)
     if recorded is not None and recorded[0]:
@@ -115,7 +116,7 @@ def choose(cores: int, load: float, default: int, flag: int | None = None, env: 
     return Choice(max(1, min(default, math.floor(free + 0.5))), cores, load, "auto", default)
 
 
-def setup(flag: int | None = None, recorded_from=None, say=print) -> Choice:
+def setup(flag: int | None = None, recorded_from=None, say=print, flag_name: str = "--threads") -> Choice:
     """Choose this process's thread count (`choose` on this machine), apply it to torch and print its line (rank 0
     of a multi-process launch only). recorded_from: a resumed run folder's env.json, whose thread count a resume
     keeps unless --threads or OMP_NUM_THREADS says otherwise."""
@@ -132,7 +133,7 @@ def setup(flag: int | None = None, recorded_from=None, say=print) -> Choice:
             recorded = None
     env = os.environ.get("OMP_NUM_THREADS")
     choice = choose(cores_available(), other_load(), torch.get_num_threads() if CHOSEN is None else CHOSEN.default,
-                    flag, env, recorded, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+                    flag, env, recorded, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1), flag_name)
     torch.set_num_threads(choice.threads)
     CHOSEN = choice
     if os.environ.get("RANK", "0") == "0" and say is not None:
