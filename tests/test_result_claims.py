@@ -1300,7 +1300,8 @@ def test_default_page_the_bases_and_sft_given_the_checker():
                   "bases at 0.322. SFT on only the demonstrations the exact checker accepts (`sft_filtered`) reaches "
                   "0.736",
           "Most RL methods beat it, by up to about 0.12: DAPO (0.858), REINFORCE++ (0.853), PPO (0.840) and online "
-          "RFT@filled (0.830) lead, and the paired test does not separate them from each other.",
+          "RFT@filled (0.830; online RFT that samples until all 128 sequences of a step are correct) lead, and the "
+          "paired test does not separate them from each other.",
           "of the 0.95 the SFT models already score.", "beats every method (0.903).")
     test = _col(_csv("default/table.csv"), "test accuracy, 500 problems")
     assert [_is(test[m], w) for m, w in (("sft", "0.327"), ("SFT base (step 0)", "0.322"), ("sft_filtered", "0.736"),
