@@ -96,14 +96,15 @@ def plan_workers(args, cfg, cells: int) -> int:
     """How many processes train the runs (`--workers`): each takes the next unclaimed run (a claim file), so a run
     is trained once whichever process takes it, with the same seed and the same result. By default 2 on an idle CPU
     with 2 or more cores for the tiny model, whose steps are too small for a second thread to help; 1 for a
-    pretrained model (each process would hold it), on a GPU, under a multi-process launch, or when --threads or
-    OMP_NUM_THREADS fixes the threads."""
+    pretrained model (each process would hold it), on a GPU, under a multi-process launch, when --threads or
+    OMP_NUM_THREADS fixes the threads, or for a resumed folder started with more threads per process."""
     if args.workers is not None:
         if args.workers < 1:
             raise UserError(f"--workers {args.workers}: give at least 1")
         return min(args.workers, max(cells, 1))
     if (args.cells_only or cfg.model.path or args.threads is not None or os.environ.get("OMP_NUM_THREADS")
-            or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1 or cells < 2):
+            or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1 or cells < 2
+            or _started_threads(args) not in (None, 1)):
         return 1
     import torch
 
@@ -112,7 +113,19 @@ def plan_workers(args, cfg, cells: int) -> int:
     return 2 if threads.choose(threads.cores_available(), threads.other_load(), 2).threads >= 2 else 1
 
 
-def start_workers(out: Path, n: int, args) -> list:
+def _started_threads(args) -> int | None:
+    """A resumed folder's thread count (OUT/env.json): a resume keeps it, so one started with more than one thread
+    per process resumes in one process."""
+    import json
+
+    env = Path(args.resume) / "env.json" if getattr(args, "resume", None) else None
+    try:
+        return json.loads(env.read_text()).get("threads") if env and env.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def start_workers(out: Path, n: int) -> list:
     """n more processes on OUT (`compare.py --resume OUT --cells-only --threads 1`), each logging to
     OUT/worker<k>.log."""
     import subprocess
@@ -457,7 +470,7 @@ def _main(args, where: dict) -> int:
     if acc.is_main_process:  # what made these results: versions, BLAS, threads, commit (a resume: env.resume.json)
         write_env(out / ("env.resume.json" if args.resume else "env.json"))
     where["config_written"] = True
-    helpers = start_workers(out, workers - 1, args) if workers > 1 and acc.num_processes == 1 else []
+    helpers = start_workers(out, workers - 1) if workers > 1 and acc.num_processes == 1 else []
     if helpers:
         acc.print(f"{workers} processes train the runs side by side, one thread each (--workers; the others log to "
                   f"{out}/worker<k>.log)")

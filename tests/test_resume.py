@@ -315,7 +315,7 @@ def test_two_workers_split_the_runs_and_the_first_writes_the_report(tmp_path):
     assert [e["threads"] for e in envs] == [1, 1]
 
 
-def test_workers_by_default_only_where_a_second_process_helps(monkeypatch):
+def test_workers_by_default_only_where_a_second_process_helps(monkeypatch, tmp_path):
     """plan_workers: 2 for the tiny model on an idle 2-core CPU; 1 when the threads are fixed (--threads,
     OMP_NUM_THREADS), for a pretrained model, for one run, or when the machine is busy; --workers N as given, at
     most one per run, and at least 1."""
@@ -328,7 +328,8 @@ def test_workers_by_default_only_where_a_second_process_helps(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     monkeypatch.setattr(threads, "cores_available", lambda: 2)
-    args = lambda **kw: SimpleNamespace(**{"workers": None, "cells_only": False, "threads": None, **kw})  # noqa: E731
+    unset = {"workers": None, "cells_only": False, "threads": None, "resume": None}
+    args = lambda **kw: SimpleNamespace(**{**unset, **kw})  # noqa: E731
     tiny, real = SimpleNamespace(model=SimpleNamespace(path=None)), SimpleNamespace(model=SimpleNamespace(path="x"))
     monkeypatch.setattr(threads, "other_load", lambda: 0.1)
     assert compare.plan_workers(args(), tiny, 9) == 2
@@ -342,3 +343,7 @@ def test_workers_by_default_only_where_a_second_process_helps(monkeypatch):
     assert compare.plan_workers(args(workers=3), tiny, 9) == 3 and compare.plan_workers(args(workers=3), tiny, 2) == 2
     with pytest.raises(UserError, match="--workers 0: give at least 1"):
         compare.plan_workers(args(workers=0), tiny, 9)
+    monkeypatch.setattr(threads, "other_load", lambda: 0.1)
+    for started, expected in ((2, 1), (1, 2)):  # a resumed folder keeps its threads: one started at 2 stays one process
+        (tmp_path / "env.json").write_text(json.dumps({"threads": started}))
+        assert compare.plan_workers(args(resume=str(tmp_path)), tiny, 9) == expected
