@@ -102,14 +102,16 @@ def figure(df: pd.DataFrame, curve: pd.DataFrame, path: Path) -> Path:
     rates = sorted(df["lr"].unique())
     ax1.minorticks_off()
     ax1.set_xticks(rates, [f"{r:.3g}" for r in rates])
-    ax1.legend(fontsize=8, loc="lower left", ncol=2)
+    ax1.get_legend().remove()  # one legend for both panels, beside them: it never covers a rate's points
+    fig.legend(*ax1.get_legend_handles_labels(), fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5),
+               ncol=1 if df["method"].nunique() <= 14 else 2, frameon=False)
     sns.lineplot(data=curve, x="trials", y="expected best", hue="method", palette=colors, marker="o", ax=ax2,
                  legend=False)
     ax2.set(xlabel="trials (rates drawn at random from the grid)", ylabel="expected best validation accuracy",
             title="expected best after n trials (Dodge et al. 2019)")
     ax2.set_xticks(sorted(curve["trials"].unique()))
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 
