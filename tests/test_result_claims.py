@@ -926,9 +926,13 @@ def test_word_problems_pipeline_what_it_shows():
 
 
 # -- the default comparison (results/default/) -----------------------------------------------------------------------
-def _pair(name: str, a: str, b: str, metric: str = "greedy") -> str:
-    """A paired difference a − b of results/<name>/pairs.csv as written, whichever order the file holds it in."""
-    p = _csv(f"{name}/pairs.csv")
+def _pair(name: str, a: str, b: str, metric: str = "greedy", subgroup: str = "all") -> str:
+    """A paired difference a − b of results/<name>/pairs.csv as written, whichever order the file holds it in; on all
+    problems unless a planned subgroup (carry / no_carry) is named."""
+    p = pd.read_csv(RESULTS / name / "pairs.csv", dtype=str, keep_default_na=False) if subgroup != "all" else \
+        _csv(f"{name}/pairs.csv")
+    if "subgroup" in p:
+        p = p[p["subgroup"] == subgroup]
     p = p[p["metric"] == metric].set_index("comparison")
     if f"{a} − {b}" in p.index:
         return p.loc[f"{a} − {b}", "Δ [95% interval]"]
@@ -1136,17 +1140,6 @@ PG_RS = ["rft", "online_rft", "online_rft@filled", "ppo", "grpo", "grpo_ps", "rl
 """The default's policy-gradient and rejection-sampling methods: "the 16" of its page."""
 
 
-def _sub_pair(name: str, a: str, b: str, subgroup: str, metric: str = "greedy") -> str:
-    """_pair on one planned subgroup's rows (carry / no_carry) of results/<name>/pairs.csv."""
-    p = pd.read_csv(RESULTS / name / "pairs.csv", dtype=str)
-    p = p[(p["metric"] == metric) & (p["subgroup"] == subgroup)].set_index("comparison")
-    if f"{a} − {b}" in p.index:
-        return p.loc[f"{a} − {b}", "Δ [95% interval]"]
-    d, lo, hi = (float(x) for x in p.loc[f"{b} − {a}", "Δ [95% interval]"].replace("[", "").replace("]", "")
-                 .replace(",", "").split())
-    return f"{-d:+.3f} [{-hi:+.3f}, {-lo:+.3f}]"
-
-
 def _over_filtered() -> pd.DataFrame:
     """results/default/over_sft_filtered.csv as numbers: per method and subgroup, Δ, lo, hi and separated."""
     o = pd.read_csv(RESULTS / "default" / "over_sft_filtered.csv", dtype=str).set_index("method")
@@ -1290,10 +1283,10 @@ def test_default_page_the_bases_and_sft_given_the_checker():
                 "problems with a carry and −0.079 [−0.134, −0.025] on those without. Against online RFT it is not "
                 "separated on all problems (+0.023 [−0.003, +0.049]) and is on the carries (+0.035 [+0.003, +0.067]).")
     assert _pair("default", "online_rft@filled", "rft") == "+0.058 [+0.005, +0.111]"
-    assert _sub_pair("default", "online_rft@filled", "rft", "carry") == "+0.115 [+0.055, +0.174]"
-    assert _sub_pair("default", "online_rft@filled", "rft", "no_carry") == "-0.079 [-0.134, -0.025]"
+    assert _pair("default", "online_rft@filled", "rft", subgroup="carry") == "+0.115 [+0.055, +0.174]"
+    assert _pair("default", "online_rft@filled", "rft", subgroup="no_carry") == "-0.079 [-0.134, -0.025]"
     assert _pair("default", "online_rft@filled", "online_rft") == "+0.023 [-0.003, +0.049]"
-    assert _sub_pair("default", "online_rft@filled", "online_rft", "carry") == "+0.035 [+0.003, +0.067]"
+    assert _pair("default", "online_rft@filled", "online_rft", subgroup="carry") == "+0.035 [+0.003, +0.067]"
 
     # the README's plain paragraph
     _says(readme, "SFT on the annotator's demonstrations learns the annotator: 0.327 greedy on the test problems, from "
