@@ -1,12 +1,14 @@
 """What RL adds over SFT given the checker, against the annotator's slip rate (experiments/slip_sweep.py).
 
-    python -m analysis.slip runs/slip_sweep [--out DIR]     # DIR/slip.csv and DIR/slip.png (default: the sweep)
+    python -m analysis.slip runs/slip_sweep [--out DIR]     # DIR/slip.csv, levels.csv and slip.png (default: the
+                                                            # sweep's folder)
 
 At each level (a compare.py folder OUT/slip<rate>/) the SFT baseline is the better of `sft` and `sft_filtered` on the
 validation problems (their last evaluation while training, mean over seeds): a choice, so it is made on validation.
 Every other method's greedy gain over it is then the paired test on the test problems (analysis.paired: seeds ×
 problems, each seed's runs from that seed's base), with its 95% interval and the difference the design detects
-(α 0.05, power 0.8).
+(α 0.05, power 0.8). levels.csv gives what the gains are measured from: each level's bases and every method's mean
+test accuracy (greedy, pass@k), and how many demonstrations the checker accepted there.
 """
 from __future__ import annotations
 
@@ -64,21 +66,61 @@ def level_rows(folder: Path) -> list[dict]:
     return rows
 
 
-def table(out: Path) -> pd.DataFrame:
+def finished_levels(out: Path) -> list[Path]:
     levels = sorted((p for p in Path(out).glob("slip*") if p.is_dir() and (p / "summary.csv").is_file()),
                     key=level_rate)
     if not levels:
         raise UserError(f"no finished level in {out}: a level is OUT/slip<rate>/ with its summary.csv "
                         "(python experiments/slip_sweep.py)")
-    return pd.DataFrame([r for f in levels for r in level_rows(f)])
+    return levels
 
 
-def figure(df: pd.DataFrame, path: Path) -> Path:
-    """Gain over the better SFT baseline against the slip rate, one line per method, 95% intervals as bars."""
+def table(out: Path) -> pd.DataFrame:
+    return pd.DataFrame([r for f in finished_levels(out) for r in level_rows(f)])
+
+
+def accuracy_rows(folder: Path) -> list[dict]:
+    """One row per model of one level (each seed's base under the runs' base label, then every method): mean test
+    greedy accuracy and pass@k over seeds × problems, and the demonstrations the checker accepted (sft_filtered's
+    logged demos_accepted, the same for every seed: the level's demonstrations are one set)."""
+    from analysis.runs import Runs
+
+    runs = Runs(folder)
+    frame = runs.outcomes()[0][0]
+    base = runs.base_outcomes()
+    if base is not None:
+        frame = pd.concat([base, frame], ignore_index=True)
+    accepted = runs.train[runs.train["method"] == "sft_filtered"].get("demos_accepted")
+    n_ok = int(accepted.max()) if accepted is not None and accepted.notna().any() else None
+    rows = []
+    for m, g in frame.groupby("method", sort=False):
+        rows.append({"slip": level_rate(folder), "method": m, "greedy": g["greedy"].mean(),
+                     "passk": g["passk"].mean() if "passk" in g else float("nan"), "seeds": g["seed"].nunique(),
+                     "problems": g["problem"].nunique(), "demos_accepted": n_ok})
+    return rows
+
+
+def levels_table(out: Path) -> pd.DataFrame:
+    return pd.DataFrame([r for f in finished_levels(out) for r in accuracy_rows(f)])
+
+
+def figure(df: pd.DataFrame, path: Path, acc: pd.DataFrame | None = None) -> Path:
+    """Gain over the better SFT baseline against the slip rate, one line per method, 95% intervals as bars; with
+    `acc` (levels_table), a panel on its left with every model's mean test accuracy at each level."""
     from analysis.runs import palette
 
-    colors = palette(list(dict.fromkeys(df["method"])))
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    colors = palette(list(dict.fromkeys([*(acc["method"] if acc is not None else []), *df["method"]])))
+    if acc is not None:
+        fig, (left, ax) = plt.subplots(1, 2, figsize=(11, 4))
+        for m, g in acc.groupby("method", sort=False):
+            left.plot(g["slip"], g["greedy"], marker="o", color=colors[m], label=m,
+                      ls="--" if m not in set(df["method"]) else "-")
+        left.set(xlabel="annotator's slip rate (task.demo_slip)", ylabel="test greedy accuracy (mean over seeds)",
+                 xticks=sorted(acc["slip"].unique()), ylim=(0, 1))
+        left.legend(fontsize=8)
+        left.set_title("every model at each level (dashed: the bases and SFT baselines)", fontsize=9)
+    else:
+        fig, ax = plt.subplots(figsize=(6.5, 4))
     methods = list(dict.fromkeys(df["method"]))
     width = 0.012 * (len(methods) - 1)
     for i, (m, g) in enumerate(df.groupby("method", sort=False)):
@@ -102,7 +144,9 @@ def write(sweep: Path, dest: Path) -> pd.DataFrame:
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     df.to_csv(dest / "slip.csv", index=False, float_format="%.4f")
-    figure(df, dest / "slip.png")
+    acc = levels_table(Path(sweep))
+    acc.to_csv(dest / "levels.csv", index=False, float_format="%.4f")
+    figure(df, dest / "slip.png", acc)
     return df
 
 
@@ -110,11 +154,12 @@ def write(sweep: Path, dest: Path) -> pd.DataFrame:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m analysis.slip", description=__doc__.split("\n")[0])
     p.add_argument("sweep", help="the slip sweep's folder (experiments/slip_sweep.py --out)")
-    p.add_argument("--out", help="where slip.csv and slip.png go (default: the sweep's folder)")
+    p.add_argument("--out", help="where slip.csv, levels.csv and slip.png go (default: the sweep's folder)")
     args = p.parse_args(argv)
     out = Path(args.out or args.sweep)
     df = write(Path(args.sweep), out)
-    print(f"slip sweep: {len(df)} gains at {df['slip'].nunique()} levels -> {out / 'slip.csv'}, {out / 'slip.png'}")
+    print(f"slip sweep: {len(df)} gains at {df['slip'].nunique()} levels -> {out / 'slip.csv'}, {out / 'levels.csv'}, "
+          f"{out / 'slip.png'}")
     return 0
 
 

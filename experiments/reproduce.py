@@ -117,6 +117,11 @@ RECIPES = {
         args=["--tune"], quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "sft,grpo"],
         base_run={"config": "smollm2_slip_sft.yaml", "method": "sft", "seed": 0, "band": (0.2, 0.6), "room": 0.10},
         rescore=["--problems", "500", "--k", "4", "--base"]),
+    "smollm2_slip_stage_check": Recipe(
+        "smollm2_slip's SFT stage from two other starts (seeds 1 and 2: another LoRA initialisation and order of "
+        "demonstrations), scored on the same 500 test problems: how far the finished SFT model moves with its start",
+        "compare", "smollm2_slip_sft.yaml", [1, 2], args=["--methods", "sft"], quick=["--quick"],
+        rescore=["--problems", "500", "--k", "4"]),
     "smollm2_lr": Recipe("the one-seed learning-rate sweep behind smollm2_all.yaml's per-method rates", "compare",
                          "smollm2_all.yaml", [0],
                          args=["--methods", "ppo@lr5e-4,rft@lr5e-4,dpo@lr5e-4,dpo@lr1e-3,sft@lr5e-4,sft@lr1e-3,"
@@ -190,7 +195,7 @@ RECIPES = {
                          "(sft, sft_filtered and three RL methods, 3 seeds, a base per seed) and each RL method's "
                          "greedy gain over the better SFT baseline", "command",
                          command=["experiments/slip_sweep.py", "--out", "OUT"],
-                         keep=["slip.csv", "slip.png", "slip*_problems.csv.gz"]),
+                         keep=["slip.csv", "levels.csv", "slip.png", "slip*_problems.csv.gz"]),
     "benchmark": Recipe("speed and memory against the essential passes and TRL (toy sizes)", "command",
                         command=["experiments/benchmark.py", "--out", "OUT/bench.json"],
                         keep=["bench.json", "steps.csv", "ratios.csv", "memory.csv"]),

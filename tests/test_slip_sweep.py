@@ -73,3 +73,35 @@ def test_the_sft_baseline_is_the_better_on_validation():
         baseline(FakeRuns(rows, split="test"))
     with pytest.raises(UserError, match="has neither sft nor sft_filtered"):
         baseline(FakeRuns(rows[4:]))
+
+
+class FakeLevel:
+    """A level's runs as analysis.slip.accuracy_rows reads them: per-problem outcomes, each seed's base, training rows."""
+
+    def __init__(self, out):
+        def rows(method, greedy):  # seeds 0, 1 x problems p0, p1, in that order
+            return [{"method": method, "seed": s, "problem": f"p{p}", "greedy": g, "passk": 1.0}
+                    for (s, p), g in zip([(0, 0), (0, 1), (1, 0), (1, 1)], greedy)]
+
+        self.frame = pd.DataFrame(rows("sft", [1, 0, 1, 1]) + rows("grpo", [1, 1, 1, 1]))
+        self.base = pd.DataFrame(rows("SFT base", [0, 0, 1, 0]))
+        self.train = pd.DataFrame([{"method": "sft_filtered", "demos_accepted": 7.0}, {"method": "sft", "loss": 1.0}])
+
+    def outcomes(self):
+        return [(self.frame, ["greedy", "passk"], "rescored", 4)]
+
+    def base_outcomes(self):
+        return self.base
+
+
+def test_a_levels_accuracies_are_means_over_seeds_and_problems(monkeypatch):
+    import analysis.runs
+    from analysis.slip import accuracy_rows
+
+    monkeypatch.setattr(analysis.runs, "Runs", FakeLevel)
+    rows = {r["method"]: r for r in accuracy_rows(Path("sweep/slip0.4"))}
+    assert list(rows) == ["SFT base", "sft", "grpo"]  # the bases first, then the methods
+    # base: (0 + 0 + 1 + 0) / 4 = 0.25; sft: (1 + 0 + 1 + 1) / 4 = 0.75; grpo: 4 / 4 = 1
+    assert [rows[m]["greedy"] for m in rows] == [0.25, 0.75, 1.0]
+    assert all(r["slip"] == 0.4 and r["seeds"] == 2 and r["problems"] == 2 for r in rows.values())
+    assert all(r["demos_accepted"] == 7 for r in rows.values())  # sft_filtered's logged count, the level's
