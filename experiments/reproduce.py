@@ -59,8 +59,9 @@ class Recipe:
     """compare: a comparison made first whose final model every run of this one starts from (the seed's pipeline:
     an SFT stage, then RL from it): {config, method, seed}; its runs go to runs/<name>-<method>/, the model is passed
     as --model RUNS/<method>/seed<seed>/final, and its tables go into results/<name>/ under the prefix <method>_stage_.
-    Optional "band": (low, high), the greedy accuracy the stage's last evaluation must reach, and "room": the least
-    pass@k − greedy it must leave; a stage outside them stops the recipe before anything runs from it."""
+    Optional "band": (low, high), the greedy accuracy the stage's final model must reach, and "room": the least
+    pass@k − greedy it must leave, both on "check": (N, k), N validation problems with k samples (else its last
+    evaluation); a stage outside them stops the recipe before anything runs from it."""
     rescore: list = field(default_factory=list)
     """compare: `python -m gcframe.evaluate` arguments run on the finished comparison (e.g. --problems 500): its final
     models scored on more held-out problems than its training evaluations, for the paired comparison."""
@@ -115,7 +116,8 @@ RECIPES = {
         "GRPO and Dr. GRPO from it, each rate tuned on validation (3 rates, 32 steps), 3 seeds, final models and the "
         "SFT model on the 500 test problems (greedy, 4 samples)", "compare", "smollm2_slip.yaml", [0, 1, 2],
         args=["--tune"], quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "sft,grpo"],
-        base_run={"config": "smollm2_slip_sft.yaml", "method": "sft", "seed": 0, "band": (0.2, 0.6), "room": 0.10},
+        base_run={"config": "smollm2_slip_sft.yaml", "method": "sft", "seed": 0, "band": (0.2, 0.6), "room": 0.10,
+                  "check": (500, 4)},
         rescore=["--problems", "500", "--k", "4", "--base"]),
     "smollm2_slip_stage_check": Recipe(
         "smollm2_slip's SFT stage from two other starts (seeds 1 and 2: another LoRA initialisation and order of "
@@ -210,24 +212,42 @@ RECIPES = {
 QUICK_RESCORE = ["--problems", "40"]  # --quick: the re-scoring's plumbing, on a few problems
 
 
-def check_stage(stage: Path, b: dict) -> None:
-    """The earlier stage's base is the one the recipe intends: its last evaluation (train.eval_split) inside b["band"]
-    and with pass@k − greedy of at least b["room"], else one line naming what it reached and what to change."""
+def stage_scores(stage: Path, b: dict) -> tuple[float, float | None, str]:
+    """(greedy, pass@k, where from) of the earlier stage's final model: with b["check"] = (N, k), its scores on N
+    validation problems with k samples (`python -m gcframe.evaluate --split validation`, run here once and kept);
+    else the run's last evaluation (train.eval_split, train.eval_size problems)."""
     import json
 
-    metrics = stage / b["method"] / f"seed{b['seed']}" / "metrics.jsonl"
-    rows = [json.loads(line) for line in metrics.read_text().splitlines() if '"eval_accuracy"' in line]
-    last = rows[-1]
-    greedy, passk = last["eval_accuracy"], last.get("eval_passk")
+    folder = stage / b["method"] / f"seed{b['seed']}"
+    if "check" in b:
+        from gcframe.evaluate.rescore import scored_name
+
+        n, k = b["check"]
+        scored = folder / "rescored" / scored_name("final", n, k, "validation")
+        if not scored.is_file():
+            run(["-m", "gcframe.evaluate", str(folder), "--split", "validation", "--problems", str(n), "--k", str(k)])
+        rows = [json.loads(line) for line in scored.read_text().splitlines() if line.strip()]
+        return (sum(r["greedy_correct"] for r in rows) / len(rows), sum(r["k_correct"] > 0 for r in rows) / len(rows),
+                f"{len(rows)} validation problems, {scored}")
+    metrics = folder / "metrics.jsonl"
+    last = [json.loads(line) for line in metrics.read_text().splitlines() if '"eval_accuracy"' in line][-1]
+    return last["eval_accuracy"], last.get("eval_passk"), f"step {last['step']}, {metrics}"
+
+
+def check_stage(stage: Path, b: dict) -> None:
+    """The earlier stage's base is the one the recipe intends: its greedy accuracy (stage_scores) inside b["band"]
+    and with pass@k − greedy of at least b["room"], else one line naming what it reached and what to change."""
+    greedy, passk, where = stage_scores(stage, b)
     fix = (f"change train.steps or train.lr in experiments/configs/{b['config']} (or the task's demo_slip) and run "
            f"again with {stage} removed")
     lo, hi = b.get("band", (0.0, 1.0))
     if not lo <= greedy <= hi:
-        raise UserError(f"the {b['method']} stage ended at {greedy:.3f} greedy (step {last['step']}, {metrics}), "
+        raise UserError(f"the {b['method']} stage ended at {greedy:.3f} greedy ({where}), "
                         f"outside the band [{lo}, {hi}] this recipe is designed for: {fix}")
     if "room" in b and (passk is None or passk - greedy < b["room"]):
-        raise UserError(f"the {b['method']} stage ended at {greedy:.3f} greedy and pass@k {passk}: less than the "
-                        f"{b['room']} of room above greedy this recipe needs (train.eval_k sets k): {fix}")
+        shown = "not measured" if passk is None else f"{passk:.3f}"
+        raise UserError(f"the {b['method']} stage ended at {greedy:.3f} greedy and pass@k {shown} ({where}): less "
+                        f"than the {b['room']} of room above greedy this recipe needs: {fix}")
 
 
 def rescored(out: Path, args: list[str]) -> bool:

@@ -176,6 +176,35 @@ def test_bad_input_is_one_line_and_writes_nothing(out, tmp_path, case):
     assert "Traceback" not in res.stderr and _files(target) == before
 
 
+def test_validation_scores_go_to_their_own_file_on_the_validation_problems(out, tmp_path):
+    """--split validation scores the validation problems (the ones a choice is made on, e.g. reproduce.py's stage
+    check) into <model>-validation-n<N>-k<K>.jsonl, a name the findings' final-n* never reads; a task without
+    validation problems is one line, exit 2, nothing written."""
+    import shutil
+
+    from gcframe import pipeline
+    from gcframe.config import from_dict
+    from gcframe.evaluate.problems import heldout_rows, problem_id
+    from gcframe.evaluate.rescore import run_config
+
+    run = tmp_path / "run"
+    shutil.copytree(out / "rloo" / "seed0", run, ignore=shutil.ignore_patterns("rescored"))
+    before = _files(run)
+    res = _cli(run, "--split", "validation", "--problems", "8")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "has no validation problems" in res.stderr
+    assert "Traceback" not in res.stderr and _files(run) == before
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["task"]["n_validation"] = 100
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    assert main([str(run), "--split", "validation", "--problems", "8", "--k", "2", "--no-progress"]) == 0
+    rows = read_jsonl(run / "rescored" / "final-validation-n8-k2.jsonl")
+    _, task = pipeline.prepare(from_dict(run_config(run)))
+    validation = [problem_id(r) for r in heldout_rows(task, 8, "validation")]
+    assert [r["problem"] for r in rows] == validation and all(r["k"] == 2 for r in rows)
+    assert not set(validation) & {problem_id(r) for r in heldout_rows(task, 16)}  # none of the test problems
+    assert not list((run / "rescored").glob("final-n*"))  # nothing a finding would read
+
+
 @pytest.mark.parametrize("flag, value, expect, other", [("--problems", "0", "--problems 0: give at least 1", "--k"),
                                                         ("--k", "-1", "--k -1: give 0 (greedy only)", "--problems")])
 def test_a_bad_count_names_its_own_flag_only(tmp_path, flag, value, expect, other):

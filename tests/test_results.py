@@ -266,7 +266,7 @@ def test_a_stage_inside_its_band_with_room_is_accepted(tmp_path):
 @pytest.mark.parametrize("evals,what", [
     ([(0, 0.11, 0.21), (192, 0.65, 0.80)], "0.650 greedy (step 192"),      # above the band: no room for the methods
     ([(0, 0.11, 0.21), (192, 0.15, 0.40)], "0.150 greedy (step 192"),      # below it
-    ([(0, 0.11, 0.21), (192, 0.31, 0.38)], "pass@k 0.38: less than the 0.1 of room"),  # 0.38 − 0.31 = 0.07 < 0.10
+    ([(0, 0.11, 0.21), (192, 0.31, 0.38)], "pass@k 0.380 (step 192, "),  # 0.38 − 0.31 = 0.07 < 0.10
 ])
 def test_a_stage_outside_its_band_stops_the_recipe_naming_what_it_reached(tmp_path, evals, what):
     from experiments.reproduce import check_stage
@@ -275,6 +275,23 @@ def test_a_stage_outside_its_band_stops_the_recipe_naming_what_it_reached(tmp_pa
     with pytest.raises(UserError, match="train.steps or train.lr in experiments/configs/smollm2_slip_sft.yaml") as e:
         check_stage(stage, {**b, "band": (0.2, 0.6), "room": 0.1})
     assert what in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_stage_is_checked_on_its_validation_rescoring_when_the_recipe_asks(tmp_path):
+    """base_run["check"] = (N, k): the stage is judged on its final model's scores on N validation problems (the
+    re-scoring's file, <run>/rescored/final-validation-n<N>-k<k>.jsonl), not on its last evaluation's 100."""
+    from experiments.reproduce import check_stage
+
+    stage, b = _stage(tmp_path, [(0, 0.11, 0.21), (192, 0.46, 0.55)])  # last evaluation: room 0.09, refused alone
+    # 10 problems: greedy right on 4, some sample right on 6 -> greedy 0.4, pass@4 0.6, room 0.2
+    rows = [{"greedy_correct": int(i < 4), "k_correct": int(i < 6), "k": 4} for i in range(10)]
+    scored = stage / "sft" / "seed0" / "rescored" / "final-validation-n10-k4.jsonl"
+    scored.parent.mkdir()
+    scored.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    check_stage(stage, {**b, "band": (0.2, 0.6), "room": 0.1, "check": (10, 4)})  # 0.2 >= 0.1: accepted
+    with pytest.raises(UserError) as e:
+        check_stage(stage, {**b, "band": (0.2, 0.6), "room": 0.25, "check": (10, 4)})  # 0.2 < 0.25
+    assert "0.400 greedy and pass@k 0.600 (10 validation problems" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_base_curve_has_every_seeds_own_base(tmp_path, monkeypatch):

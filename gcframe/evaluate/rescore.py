@@ -4,6 +4,7 @@
     python -m gcframe.evaluate OUT/grpo/seed0 --problems 500  # one run
     python -m gcframe.evaluate OUT --checkpoints              # also the checkpoints a run kept (train.keep_checkpoints)
     python -m gcframe.evaluate OUT --problems 200 --base      # also the model every run started from, once
+    python -m gcframe.evaluate RUN --split validation --problems 500 --k 4   # a choice's problems (a stage's check)
 
 Each model's per-problem outcomes go to RUN/rescored/<model>-n<N>-k<K>.jsonl (the columns of RUN/problems.jsonl,
 `gcframe.evaluate.problems`), written whole when the model is done. Resumable: the same command again skips what is
@@ -26,6 +27,13 @@ from gcframe.errors import UserError, check_writable, cli_entry
 from gcframe.tracking import threads
 
 RUN_KEYS = ("method", "models", "splits")  # what a run's config.yaml holds beside the RunConfig sections
+SPLIT_CHOICES = ("test", "validation")
+
+
+def scored_name(model: str, n: int, k: int, split: str = "test") -> str:
+    """The file a model's re-scoring goes to under RUN/rescored/: <model>-n<N>-k<K>.jsonl on the test problems,
+    <model>-validation-n<N>-k<K>.jsonl on validation (a name the findings' glob, <model>-n*, never matches)."""
+    return f"{model}{'-validation' if split == 'validation' else ''}-n{n}-k{k}.jsonl"
 
 
 def find_runs(path: Path) -> list[Path]:
@@ -145,6 +153,9 @@ def parse_args(argv=None):
     p.add_argument("--checkpoints", action="store_true", help="also score the checkpoints runs kept")
     p.add_argument("--base", action="store_true", help="also score the model the runs started from (once, into "
                    "OUT/rescored/), for each method's gain over it")
+    p.add_argument("--split", choices=SPLIT_CHOICES, default="test", help="the problems: test (the held-out ones "
+                   "findings are made on; default) or validation (the ones choices are made on: <model>-validation-"
+                   "n<N>-k<K>.jsonl, never read as a finding)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     threads.add_flag(p)
     return p.parse_args(argv)
@@ -208,15 +219,21 @@ def _rescore(args, path: Path, work: list, single: bool = False) -> int:
 
     cfg, task = pipeline.prepare(from_dict(work[0][1]))
     n = args.problems or cfg.train.eval_size
-    if n > len(task.heldout):
-        raise UserError(f"--problems {n} is more than the task's {len(task.heldout)} held-out problems "
-                        "(task.n_heldout): ask for at most that many; more needs runs made with a larger "
-                        "task.n_heldout (a held-out problem must never have been a training prompt)")
-    rows = heldout_rows(task, n)
+    split = args.split
+    if split == "validation" and not len(getattr(task, "validation", None) or []):
+        raise UserError("--split validation: these runs' task has no validation problems (task.n_validation); "
+                        "score them on the test problems (--split test)")
+    have = len(task.heldout) if split == "test" else len(task.validation)
+    if n > have:
+        option, which = ("task.n_heldout", "held-out") if split == "test" else ("task.n_validation", "validation")
+        raise UserError(f"--problems {n} is more than the task's {have} {which} problems ({option}): ask for at most "
+                        f"that many; more needs runs made with a larger {option} (a held-out problem must never "
+                        "have been a training prompt)")
+    rows = heldout_rows(task, n, split)
     show = not args.no_progress
     scored, kept, elsewhere, t_start = [], [], [], time.time()  # scored: by this process; kept: already written
     for run, raw, name, step, model_path in work:
-        out = run / RESCORED / f"{name}-n{n}-k{args.k}.jsonl"
+        out = run / RESCORED / scored_name(name, n, args.k, split)
         label = name.replace("base", "base model", 1).replace("-seed", " seed ") if name.startswith("base") else \
             f"{run.parent.name} {run.name} {name}"
         if out.is_file():
@@ -248,12 +265,13 @@ def _rescore(args, path: Path, work: list, single: bool = False) -> int:
             print(f"{label}: greedy {acc:.3f} on {n} problems ({time.time() - t0:.0f} s) -> {out}", flush=True)
         finally:
             claims.release(claim)
-    print(f"\nre-scored {len(scored)} model(s) on {n} held-out problems (k = {args.k}) in "
+    print(f"\nre-scored {len(scored)} model(s) on {n} {'validation' if split == 'validation' else 'held-out'} "
+          f"problems (k = {args.k}) in "
           f"{time.time() - t_start:.0f} s" + (f"; {len(kept)} already scored, kept" if kept else "")
-          + f"; per-problem rows in <run>/{RESCORED}/*-n{n}-k{args.k}.jsonl")
+          + f"; per-problem rows in <run>/{RESCORED}/{scored_name('*', n, args.k, split)}")
     if elsewhere:
         print(f"{len(elsewhere)} model(s) are being scored by another process: {', '.join(elsewhere)}")
-    else:
+    elif split == "test":  # validation scores feed a choice (experiments/reproduce.py's stage check), not a report
         print(next_step(path, single, n, args.k))
     return 0
 
