@@ -1,13 +1,13 @@
 """What RL adds over SFT given the checker, against the annotator's slip rate (experiments/slip_sweep.py).
 
-    python -m analysis.slip runs/slip_sweep [--out DIR]     # DIR/slip.csv, levels.csv and slip.png (default: the
-                                                            # sweep's folder)
+    python -m analysis.slip runs/slip_sweep [--out DIR]     # DIR/slip.csv, levels.csv, table.csv and slip.png
+                                                            # (default: the sweep's folder)
 
 At each level (a compare.py folder OUT/slip<rate>/) the SFT baseline is the better of `sft` and `sft_filtered` on the
 validation problems (their last evaluation while training, mean over seeds): a choice, so it is made on validation.
 Every other method's greedy gain over it is then the paired test on the test problems (analysis.paired: seeds ×
 problems, each seed's runs from that seed's base), with its 95% interval and the difference the design detects
-(α 0.05, power 0.8). levels.csv gives what the gains are measured from: each level's bases and every method's mean
+(α 0.05, power 0.8); table.csv is the page's table of both. levels.csv gives what the gains are measured from: each level's bases and every method's mean
 test accuracy (greedy, pass@k), and how many demonstrations the checker accepted there.
 """
 from __future__ import annotations
@@ -104,6 +104,25 @@ def levels_table(out: Path) -> pd.DataFrame:
     return pd.DataFrame([r for f in finished_levels(out) for r in accuracy_rows(f)])
 
 
+def shown_table(gains: pd.DataFrame, acc: pd.DataFrame) -> pd.DataFrame:
+    """The page's table, one row per level: the demonstrations the checker accepted, the mean test greedy accuracy of
+    the bases and both SFT baselines, which baseline validation chose, and each RL method's gain over it with its 95%
+    interval (separated ones marked *)."""
+    rows = []
+    for slip, g in gains.groupby("slip", sort=True):
+        level = acc[acc["slip"] == slip]
+        a, accepted = level.set_index("method")["greedy"], level["demos_accepted"].dropna()
+        row = {"slip": f"{slip:g}", "demonstrations accepted": f"{int(accepted.iloc[0]):,}" if len(accepted) else "–"}
+        for m in [m for m in a.index if m not in set(gains["method"])]:  # the bases and the SFT baselines
+            row[m] = f"{a[m]:.3f}"
+        row["baseline (validation)"] = g["baseline"].iloc[0]
+        for _, r in g.iterrows():
+            row[f"{r['method']} − baseline"] = f"{r['gain']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]" + \
+                ("*" if r["separated"] else "")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def figure(df: pd.DataFrame, path: Path, acc: pd.DataFrame | None = None) -> Path:
     """Gain over the better SFT baseline against the slip rate, one line per method, 95% intervals as bars; with
     `acc` (levels_table), a panel on its left with every model's mean test accuracy at each level."""
@@ -146,6 +165,7 @@ def write(sweep: Path, dest: Path) -> pd.DataFrame:
     df.to_csv(dest / "slip.csv", index=False, float_format="%.4f")
     acc = levels_table(Path(sweep))
     acc.to_csv(dest / "levels.csv", index=False, float_format="%.4f")
+    shown_table(df, acc).to_csv(dest / "table.csv", index=False)
     figure(df, dest / "slip.png", acc)
     return df
 
@@ -154,11 +174,11 @@ def write(sweep: Path, dest: Path) -> pd.DataFrame:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m analysis.slip", description=__doc__.split("\n")[0])
     p.add_argument("sweep", help="the slip sweep's folder (experiments/slip_sweep.py --out)")
-    p.add_argument("--out", help="where slip.csv, levels.csv and slip.png go (default: the sweep's folder)")
+    p.add_argument("--out", help="where slip.csv, levels.csv, table.csv and slip.png go (default: the sweep's folder)")
     args = p.parse_args(argv)
     out = Path(args.out or args.sweep)
     df = write(Path(args.sweep), out)
-    print(f"slip sweep: {len(df)} gains at {df['slip'].nunique()} levels -> {out / 'slip.csv'}, {out / 'levels.csv'}, "
+    print(f"slip sweep: {len(df)} gains at {df['slip'].nunique()} levels -> {out / 'slip.csv'}, {out / 'levels.csv'}, {out / 'table.csv'}, "
           f"{out / 'slip.png'}")
     return 0
 

@@ -105,3 +105,19 @@ def test_a_levels_accuracies_are_means_over_seeds_and_problems(monkeypatch):
     assert [rows[m]["greedy"] for m in rows] == [0.25, 0.75, 1.0]
     assert all(r["slip"] == 0.4 and r["seeds"] == 2 and r["problems"] == 2 for r in rows.values())
     assert all(r["demos_accepted"] == 7 for r in rows.values())  # sft_filtered's logged count, the level's
+
+
+def test_the_pages_table_has_a_row_per_level_with_the_baselines_and_each_gain():
+    from analysis.slip import shown_table
+
+    gains = pd.DataFrame([{"slip": 0.4, "method": "grpo", "baseline": "sft_filtered", "gain": 0.05, "lo": 0.01,
+                           "hi": 0.09, "separated": True},
+                          {"slip": 0.4, "method": "ppo", "baseline": "sft_filtered", "gain": 0.02, "lo": -0.01,
+                           "hi": 0.05, "separated": False}])
+    acc = pd.DataFrame([{"slip": 0.4, "method": m, "greedy": g, "demos_accepted": 2345.0}
+                        for m, g in (("SFT base", 0.5), ("sft", 0.52), ("sft_filtered", 0.61), ("grpo", 0.66),
+                                     ("ppo", 0.63))])
+    row = shown_table(gains, acc).iloc[0].to_dict()
+    assert row == {"slip": "0.4", "demonstrations accepted": "2,345", "SFT base": "0.500", "sft": "0.520",
+                   "sft_filtered": "0.610", "baseline (validation)": "sft_filtered",
+                   "grpo − baseline": "+0.050 [+0.010, +0.090]*", "ppo − baseline": "+0.020 [-0.010, +0.050]"}
