@@ -197,7 +197,8 @@ RECIPES = {
                          "(sft, sft_filtered and three RL methods, 3 seeds, a base per seed) and each RL method's "
                          "greedy gain over the better SFT baseline", "command",
                          command=["experiments/slip_sweep.py", "--out", "OUT"],
-                         keep=["slip.csv", "levels.csv", "table.csv", "slip.png", "slip*_problems.csv.gz"]),
+                         keep=["slip.csv", "levels.csv", "table.csv", "slip.png", "slip*_problems.csv.gz",
+                               "slip*_base_curve.csv"]),
     "benchmark": Recipe("speed and memory against the essential passes and TRL (toy sizes)", "command",
                         command=["experiments/benchmark.py", "--out", "OUT/bench.json"],
                         keep=["bench.json", "steps.csv", "ratios.csv", "memory.csv"]),

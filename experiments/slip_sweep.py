@@ -101,14 +101,15 @@ def main(argv=None) -> int:
               "elsewhere (run the same command again)")
         return 0
     from analysis import slip
-    from analysis.results import write_outcomes
+    from analysis.results import write_base_curve, write_outcomes
     from analysis.runs import Runs
 
-    for folder in done:  # the per-problem outcomes behind every paired gain
+    for folder in done:  # the per-problem outcomes behind every paired gain, and each seed's stage 1
         write_outcomes(Runs(folder), out / f"{folder.name}_problems.csv.gz")
+        write_base_curve(folder, out / f"{folder.name}_base_curve.csv")
     slip.write(out, out)
     print(f"slip sweep: {len(done)} levels finished; gains in {out / 'slip.csv'}, figure {out / 'slip.png'}, "
-          f"per-problem outcomes in {out}/slip*_problems.csv.gz")
+          f"per-problem outcomes in {out}/slip*_problems.csv.gz, each seed's stage 1 in {out}/slip*_base_curve.csv")
     return 0
 
 
