@@ -1363,3 +1363,50 @@ def test_the_slipped_base_under_rounding():
     assert set(s["float32 spread"]) >= {"0.580"}
     lv = pd.to_numeric(_csv("base_levers/stability.csv")["float32 spread"], errors="coerce")
     assert (f"{lv[lv > 0].min():.3f}", f"{lv.max():.3f}") == ("0.078", "0.822")
+
+
+# -- the annotator's slip rate as a dial (results/slip_sweep/) ---------------------------------------------------------
+def test_the_slip_sweep_section():
+    """The default page's slip-rate section against results/slip_sweep/: the levels' bases and baselines, which gains
+    are separated, the 0.8 level equal to the default's seeds 0-2 problem by problem, and the 0.9 level's unfinished
+    stage 1 (its last training loss and each base's test greedy accuracy)."""
+    page = _page("default.md")
+    gains = _csv("slip_sweep/slip.csv").astype({"slip": float, "gain": float, "lo": float, "hi": float,
+                                                 "detectable": float})
+    acc = _csv("slip_sweep/levels.csv").astype({"slip": float, "greedy": float, "passk": float})
+    greedy = acc.set_index(["slip", "method"])["greedy"]
+    _says(page, "The bases are at 0.983 and 0.821, SFT on the accepted demonstrations reaches 0.975 and 0.973, and no "
+          "RL method is separated from the baseline; every interval lies within ±0.032.")
+    assert [round(greedy[(s, "SFT base")], 3) for s in (0.0, 0.4)] == [0.983, 0.821]
+    assert [round(greedy[(s, "sft_filtered")], 3) for s in (0.0, 0.4)] == [0.975, 0.973]
+    low = gains[gains["slip"] <= 0.4]
+    assert (low["separated"] == "False").all() and low["lo"].min() >= -0.032 and low["hi"].max() <= 0.032
+    _says(page, "+0.026 to +0.115, with detectable differences of 0.047–0.210")
+    mid = gains[gains["slip"] == 0.8]
+    assert (mid["separated"] == "False").all()
+    assert (round(mid["gain"].min(), 3), round(mid["gain"].max(), 3)) == (0.026, 0.115)
+    assert (round(mid["detectable"].min(), 3), round(mid["detectable"].max(), 3)) == (0.047, 0.21)
+    _says(page, "all 9,000 of its per-problem outcomes equal `results/default/problems.csv.gz`'s")
+    sweep = pd.read_csv(RESULTS / "slip_sweep" / "slip0.8_problems.csv.gz")
+    default = pd.read_csv(RESULTS / "default" / "problems.csv.gz")
+    both = sweep.merge(default, on=["method", "seed", "problem"], suffixes=("", "_default"))
+    assert len(sweep) == len(both) == 9000
+    for metric in ("greedy", "majk", "passk", "pass1"):
+        assert (both[metric] == both[f"{metric}_default"]).all()
+    _says(page, "their training loss is still 0.88 and 0.83 at the end (seed 0's 0.23), and those bases score 0.038 "
+          "and 0.030 on test (seed 0's 0.276;")
+    curve = pd.read_csv(RESULTS / "slip_sweep" / "slip0.9_base_curve.csv")
+    last = curve.groupby("seed").tail(1).set_index("seed")
+    assert (last["steps_trained"] == 3000).all()
+    assert [round(last.loc[s, "loss"], 2) for s in (1, 2, 0)] == [0.88, 0.83, 0.23]
+    top = pd.read_csv(RESULTS / "slip_sweep" / "slip0.9_problems.csv.gz")
+    base = top[top["method"] == "SFT base"].groupby("seed")["greedy"].mean()
+    assert [round(base[s], 3) for s in (1, 2, 0)] == [0.038, 0.030, 0.276]
+    _says(page, "From them online RFT and GRPO end below `sft_filtered`, separated (−0.137 and −0.089); PPO −0.076 is "
+          "not separated.", "whose pass@8 is 0.239 on average, against 0.594 at slip 0.8")
+    high = gains[gains["slip"] == 0.9].set_index("method")
+    assert [(round(high.loc[m, "gain"], 3), high.loc[m, "separated"]) for m in ("online_rft", "grpo", "ppo")] == \
+        [(-0.137, "True"), (-0.089, "True"), (-0.076, "False")]
+    assert (high["baseline"] == "sft_filtered").all()
+    passk = acc.set_index(["slip", "method"])["passk"]
+    assert (round(passk[(0.9, "SFT base")], 3), round(passk[(0.8, "SFT base")], 3)) == (0.239, 0.594)
