@@ -7,8 +7,9 @@ At each level (a compare.py folder OUT/slip<rate>/) the SFT baseline is the bett
 validation problems (their last evaluation while training, mean over seeds): a choice, so it is made on validation.
 Every other method's greedy gain over it is then the paired test on the test problems (analysis.paired: seeds ×
 problems, each seed's runs from that seed's base), with its 95% interval and the difference the design detects
-(α 0.05, power 0.8); table.csv is the page's table of both. levels.csv gives what the gains are measured from: each level's bases and every method's mean
-test accuracy (greedy, pass@k), and how many demonstrations the checker accepted there.
+(α 0.05, power 0.8). levels.csv gives what the gains are measured from: each level's bases and every method's mean
+test accuracy (greedy, pass@k), and how many demonstrations the checker accepted there; table.csv is the page's
+table of both.
 """
 from __future__ import annotations
 
@@ -178,8 +179,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     out = Path(args.out or args.sweep)
     df = write(Path(args.sweep), out)
-    print(f"slip sweep: {len(df)} gains at {df['slip'].nunique()} levels -> {out / 'slip.csv'}, {out / 'levels.csv'}, {out / 'table.csv'}, "
-          f"{out / 'slip.png'}")
+    print(f"slip sweep: {len(df)} gains at {df['slip'].nunique()} levels -> {out / 'slip.csv'}, "
+          f"{out / 'levels.csv'}, {out / 'table.csv'}, {out / 'slip.png'}")
     return 0
 
 
