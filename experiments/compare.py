@@ -325,7 +325,9 @@ def _with_seed(cfg, seed: int):
 def run_cells(out: Path, cfg, names: list[str], seeds: list[int], *, bases, task, acc, rm, args, where: dict,
               tracker_names, show: bool, wait_line: bool = True) -> list[dict] | None:
     """Train every (label, seed) cell of a comparison into OUT/<label>/seed<k> -> summary rows, in label-then-seed
-    order, each from its seed's base (`bases`: `seed_bases`); None when a cell is still running in another process
+    order, each from its seed's base (`bases`: `seed_bases`). Cells train seed by seed (every method's seed 0 first),
+    so that a comparison stopped part-way holds whole seeds: a pilot of its first seeds (analysis.power) or a result
+    with fewer seeds, never some methods without a seed. None when a cell is still running in another process
     (which then writes the summary). A finished cell is read back, a cell another process holds (a claim file) is
     skipped and read at the end (wait_line: say so when it has not finished by then; the tuning waits for its trials
     itself)."""
@@ -334,8 +336,8 @@ def run_cells(out: Path, cfg, names: list[str], seeds: list[int], *, bases, task
     from gcframe.trainer import Trainer
 
     rows, elsewhere = [], []  # elsewhere: cells another process holds
-    for label in names:
-        for seed in seeds:
+    for seed in seeds:
+        for label in names:
             name, run_cfg = run_config(cfg, label, seed)
             run_dir = out / label / f"seed{seed}"
             res = checkpoint.finished(run_dir, run_cfg.train.steps)  # (by a second process sharing OUT)
@@ -378,9 +380,8 @@ def run_cells(out: Path, cfg, names: list[str], seeds: list[int], *, bases, task
                           f"left to it (or to `compare.py --resume {out}` once it has finished)")
             return None
         rows.append(summary_row(label, seed, out / label / f"seed{seed}", res))
-    if elsewhere:
-        order = [(label, seed) for label in names for seed in seeds]
-        rows.sort(key=lambda r: order.index((r["method"], r["seed"])))
+    order = [(label, seed) for label in names for seed in seeds]
+    rows.sort(key=lambda r: order.index((r["method"], r["seed"])))
     return rows
 
 
