@@ -57,6 +57,7 @@ def test_the_subgroup_view_keeps_its_problems():
     assert view.base_outcomes() is None
 
 
+@pytest.mark.slow  # about a minute: 300 pairs x 4 metrics x 3 subgroups re-decided
 def test_redecide_reports_a_subgroup_row_as_its_own(tmp_path):
     """analysis.redecide keys a verdict by its subgroup too: a changed no_carry row is reported as that row, and
     re-deciding the committed results/default rewrites its files byte for byte."""
