@@ -52,7 +52,8 @@ def test_every_result_with_paired_findings_publishes_its_outcomes():
 
 SAMPLE = 400
 """Rows recomputed of a pairs.csv longer than this: a fixed random sample of them (the default's 25 methods give 3,600
-rows; tests/test_subgroups.py, marked slow, re-decides every one of them through analysis.findings and compares the bytes)."""
+rows; tests/test_subgroups.py, marked slow, re-decides every one of them through analysis.findings and compares the
+bytes)."""
 
 
 @pytest.mark.parametrize("name", PAIRED)

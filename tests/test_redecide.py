@@ -1,6 +1,7 @@
-"""analysis.redecide on committed results other than the default (tests/test_subgroups.py re-decides that one, marked slow): the
-findings written again from a result's own files (problems.csv.gz, summary.csv, config.yaml, findings.md's sources
-line) hold every committed row unchanged, and a folder that lacks those files is refused in one line."""
+"""analysis.redecide on committed results other than the default (tests/test_subgroups.py re-decides that one,
+marked slow): the findings written again from a result's own files (problems.csv.gz, summary.csv, config.yaml,
+findings.md's sources line) hold every committed row unchanged, and a folder that lacks those files is refused in
+one line."""
 import shutil
 from pathlib import Path
 
