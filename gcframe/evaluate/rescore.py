@@ -220,16 +220,12 @@ def _rescore(args, path: Path, work: list, single: bool = False) -> int:
     cfg, task = pipeline.prepare(from_dict(work[0][1]))
     n = args.problems or cfg.train.eval_size
     split = args.split
-    if split == "validation" and not len(getattr(task, "validation", None) or []):
-        raise UserError("--split validation: these runs' task has no validation problems (task.n_validation); "
-                        "score them on the test problems (--split test)")
-    have = len(task.heldout) if split == "test" else len(task.validation)
-    if n > have:
+    rows = heldout_rows(task, n, split)  # refused in one line where the task has no such problems
+    if n > len(rows):
         option, which = ("task.n_heldout", "held-out") if split == "test" else ("task.n_validation", "validation")
-        raise UserError(f"--problems {n} is more than the task's {have} {which} problems ({option}): ask for at most "
-                        f"that many; more needs runs made with a larger {option} (a held-out problem must never "
+        raise UserError(f"--problems {n} is more than the task's {len(rows)} {which} problems ({option}): ask for at "
+                        f"most that many; more needs runs made with a larger {option} (a held-out problem must never "
                         "have been a training prompt)")
-    rows = heldout_rows(task, n, split)
     show = not args.no_progress
     scored, kept, elsewhere, t_start = [], [], [], time.time()  # scored: by this process; kept: already written
     for run, raw, name, step, model_path in work:
