@@ -3,12 +3,11 @@ line on stderr, no traceback, and nothing overwritten. NaN/inf and failing rewar
 (after the checkpoint of step 2) stop the run with a line naming the method and step (or the prompt and
 completion), and leave that checkpoint and the metrics up to it intact.
 
-The cases run in parallel, one process each, from one module fixture.
+The cases run from one module fixture, each in a process of its own (forked once compare.py's imports are done).
 """
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -24,26 +23,44 @@ from tests.test_resume import COMPARE, ROOT, TINY_CONFIG, cli_env, run_cli
 
 TINY = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "steps": 6, "eval_every": 0}}
 
-# Runs compare.py with `patch` applied when training step 3 starts (after the checkpoint of step 2).
-AT_STEP_3 = """
-import runpy, sys
+# Runs the cases: compare.py's imports (torch, transformers, the methods) are paid once, then each case runs in a
+# process forked from this one, with its own stdout, stderr and exit status. A case's `patch` is applied in its
+# process when training step 3 starts (after the checkpoint of step 2); "no peft" hides peft from it.
+DRIVER = """
+import json, os, runpy, sys, traceback
+compare, cases = sys.argv[1], json.load(open(sys.argv[2]))
+main = runpy.run_path(compare, run_name="compare")["main"]
 from gcframe.tasks import ArithmeticTask
 from gcframe.trainer import Trainer
 from methods.grpo import GRPO
-_train_step = Trainer.train_step
-def train_step(self, step):
-    if step == 3:
-        {patch}
-    return _train_step(self, step)
-Trainer.train_step = train_step
-sys.argv[0] = {compare!r}
-runpy.run_path({compare!r}, run_name="__main__")
-"""
-NO_PEFT = f"""
-import runpy, sys
-sys.modules["peft"] = None  # as if peft were not installed
-sys.argv[0] = {str(COMPARE)!r}
-runpy.run_path({str(COMPARE)!r}, run_name="__main__")
+for case in cases:
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            for name, fd in (("stdout", 1), ("stderr", 2)):
+                os.dup2(os.open(case[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+            if case["patch"] == "no peft":
+                sys.modules["peft"] = None  # as if peft were not installed
+            elif case["patch"]:
+                _train_step = Trainer.train_step
+                def train_step(self, step, patch=case["patch"]):
+                    if step == 3:
+                        exec(patch, {"self": self, "ArithmeticTask": ArithmeticTask, "GRPO": GRPO})
+                    return _train_step(self, step)
+                Trainer.train_step = train_step
+            sys.argv = [compare, *case["args"]]
+            code = main(case["args"])
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code or 0)
+    with open(case["status"], "w") as f:
+        f.write(str(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])))
 """
 
 # case -> (overrides of the tiny config, or the config file's text; extra CLI args; patch at step 3; words the
@@ -143,8 +160,9 @@ def late(prompt, completion, answer):  # right on the demonstrations; raises on 
 AFTER_CHECKPOINT = {"reward raises", "reward None", "reward NaN", "loss NaN", "logits inf"}
 
 
-def _run_case(tmp: Path, name: str):
-    config, args, patch, _ = CASES[name]
+def _case_args(tmp: Path, name: str) -> list[str]:
+    """The case's folder, its config file and the compare.py arguments that run it."""
+    config, args, _, _ = CASES[name]
     case = tmp / name.replace(" ", "_")
     case.mkdir()
     cfg_file = case / "config.yaml"
@@ -158,20 +176,37 @@ def _run_case(tmp: Path, name: str):
         args += ["--out", str(case / "out")]
     if "--methods" not in args:
         args += ["--methods", "grpo"]
-    script = COMPARE
-    if patch is not None:
-        script = case / "run.py"
-        script.write_text(NO_PEFT if patch == "no peft" else AT_STEP_3.format(patch=patch, compare=str(COMPARE)))
-    if name in ENV:
-        env = cli_env()
-        for k, v in ENV[name].items():
-            if v is None:
-                env.pop(k, None)
-            else:
-                env[k] = v.replace("{tmp}", str(tmp))
-        return subprocess.run([sys.executable, str(script), "--config", str(cfg_file), "--no-progress", *args],
-                              capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-    return run_cli("--config", cfg_file, "--no-progress", *args, script=script, timeout=300)
+    return ["--config", str(cfg_file), "--no-progress", *args]
+
+
+def _run_with_env(tmp: Path, name: str) -> subprocess.CompletedProcess:
+    """A case that changes the environment compare.py is imported in: a process of its own."""
+    env = cli_env()
+    for k, v in ENV[name].items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v.replace("{tmp}", str(tmp))
+    return subprocess.run([sys.executable, str(COMPARE), *_case_args(tmp, name)], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=300)
+
+
+def _run_forked(tmp: Path, names: list[str]) -> dict[str, subprocess.CompletedProcess]:
+    """The other cases, each in a process forked from one that has imported compare.py (DRIVER)."""
+    cases = []
+    for name in names:
+        args = _case_args(tmp, name)
+        io = tmp / name.replace(" ", "_")
+        cases.append({"args": args, "patch": CASES[name][2], "stdout": str(io / "stdout.txt"),
+                      "stderr": str(io / "stderr.txt"), "status": str(io / "status.txt")})
+    (tmp / "cases.json").write_text(json.dumps(cases))
+    (tmp / "driver.py").write_text(DRIVER)
+    r = subprocess.run([sys.executable, str(tmp / "driver.py"), str(COMPARE), str(tmp / "cases.json")],
+                       capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return {name: subprocess.CompletedProcess(c["args"], int(Path(c["status"]).read_text()),
+                                              Path(c["stdout"]).read_text(), Path(c["stderr"]).read_text())
+            for name, c in zip(names, cases)}
 
 
 @pytest.fixture(scope="module")
@@ -199,8 +234,10 @@ def results(tmp_path_factory):
     (tmp / "qa_ok.jsonl").write_text("\n".join(rows) + "\n")
     rows[6] = rows[6][:-1]  # line 7 (the library's "row 6") loses its closing brace
     (tmp / "bad.jsonl").write_text("\n".join(rows) + "\n")
-    with ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
-        done = dict(zip(CASES, pool.map(lambda n: _run_case(tmp, n), CASES)))
+    with ThreadPoolExecutor(len(ENV) + 1) as pool:
+        with_env = {name: pool.submit(_run_with_env, tmp, name) for name in ENV}
+        done = _run_forked(tmp, [name for name in CASES if name not in ENV])
+        done.update({name: f.result() for name, f in with_env.items()})
     return tmp, done
 
 
