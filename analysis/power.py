@@ -1,6 +1,7 @@
 """Plan seeds × problems before the runs: the difference a paired design detects, from a pilot's variance components.
 
     python -m analysis.power PILOT --a grpo --b sft [--target 0.08] [--seeds 2,3,4,5,6,8] [--problems 250,500,1000]
+    python -m analysis.power PILOT --a grpo,rft,online_rft --b sft_filtered --out power.csv   # several gains at once
 
 PILOT is a compare.py folder with at least 2 seeds (seed-to-seed variation cannot be estimated from one). The pair's
 greedy outcomes give the components of the paired difference d[s, p] = y_A − y_B (analysis.paired: σ²_S seeds,
@@ -10,8 +11,10 @@ greedy outcomes give the components of the paired difference d[s, p] = y_A − y
 
 with Satterthwaite's ν (analysis.paired.detectable_difference). The table gives every design of the grid, and the
 cheapest one (fewest seeds, then fewest problems) whose detectable difference is at most --target, or says that none
-of the grid reaches it and which component is in the way. The plan and this arithmetic go on the result's page
-before its table.
+of the grid reaches it and which component is in the way. With several methods in --a, each gain over B gets its
+table, and the plan is the cheapest design that detects the target for every one of them. --out writes every row
+(a, b, the pilot's components and difference, seeds, problems, detectable) to a CSV. The plan and this arithmetic go
+on the result's page before its table.
 """
 from __future__ import annotations
 
@@ -53,17 +56,34 @@ def cheapest(table: pd.DataFrame, target: float) -> dict | None:
     return None if ok.empty else ok.iloc[0].to_dict()
 
 
+def plan(frame: pd.DataFrame, methods: list[str], b: str, seeds: list[int], problems: list[int]) -> pd.DataFrame:
+    """Every design's detectable difference for each gain A − B, A in `methods`, with the pilot's components."""
+    tables = []
+    for a in methods:
+        c = components(frame, a, b)
+        tables.append(grid(c, seeds, problems).assign(
+            a=a, b=b, pilot_diff=c["diff"], pilot_seeds=c["n_seeds"], pilot_problems=c["n_problems"],
+            var_seed=c["var_seed"], var_problem=c["var_problem"], var_resid=c["var_resid"]))
+    return pd.concat(tables, ignore_index=True)
+
+
+def worst_case(every: pd.DataFrame) -> pd.DataFrame:
+    """Per design, the largest detectable difference over the gains: a plan must detect the target for each."""
+    return every.groupby(["seeds", "problems"], as_index=False)["detectable"].max()
+
+
 @cli_entry
 def main(argv=None) -> int:
     from analysis.runs import Runs, markdown_table
 
     p = argparse.ArgumentParser(prog="python -m analysis.power", description=__doc__.split("\n")[0])
     p.add_argument("pilot", help="a compare.py folder with >= 2 seeds")
-    p.add_argument("--a", required=True, help="method A of the planned comparison (e.g. grpo)")
+    p.add_argument("--a", required=True, help="method A of the planned comparison (e.g. grpo), or several: grpo,rft")
     p.add_argument("--b", required=True, help="method B (e.g. sft)")
     p.add_argument("--target", type=float, default=0.08, help="the difference to detect (default 0.08)")
     p.add_argument("--seeds", default="2,3,4,5,6,8")
     p.add_argument("--problems", default="250,500,1000,2000")
+    p.add_argument("--out", help="write every design's row to this CSV file")
     args = p.parse_args(argv)
     try:
         seeds = [int(x) for x in args.seeds.split(",")]
@@ -73,19 +93,29 @@ def main(argv=None) -> int:
     if not (0 < args.target < 1) or min(seeds) < 2 or min(problems) < 2:
         raise UserError(f"--target must lie in (0, 1), seeds and problems be >= 2; got {args.target}, {args.seeds}, "
                         f"{args.problems}")
-    runs = Runs(Path(args.pilot))
-    c = components(runs.outcomes()[0][0], args.a, args.b)
-    table = grid(c, seeds, problems)
-    print(f"pilot {args.pilot}: {args.a} − {args.b} = {c['diff']:+.3f} ({c['n_seeds']} seeds × {c['n_problems']} "
-          f"problems); σ²_S {c['var_seed']:.5f}, σ²_P {c['var_problem']:.5f}, σ²_E {c['var_resid']:.5f}")
-    print(markdown_table([{**r, "detectable": f"{r['detectable']:.3f}"} for r in table.to_dict("records")]))
-    best = cheapest(table, args.target)
+    every = plan(Runs(Path(args.pilot)).outcomes()[0][0], [x.strip() for x in args.a.split(",") if x.strip()],
+                 args.b, seeds, problems)
+    for (a, c), table in every.groupby(["a", "pilot_diff"], sort=False):
+        r = table.iloc[0]
+        print(f"pilot {args.pilot}: {a} − {args.b} = {c:+.3f} ({r['pilot_seeds']} seeds × {r['pilot_problems']} "
+              f"problems); σ²_S {r['var_seed']:.5f}, σ²_P {r['var_problem']:.5f}, σ²_E {r['var_resid']:.5f}")
+        print(markdown_table([{"seeds": int(x["seeds"]), "problems": int(x["problems"]),
+                               "detectable": f"{x['detectable']:.3f}"} for x in table.to_dict("records")]))
+    best = cheapest(worst_case(every), args.target)
+    which = " for every gain" if every["a"].nunique() > 1 else ""
     if best is None:
-        print(f"no design of the grid detects {args.target}: σ²_S/S alone is {c['var_seed'] / max(seeds):.5f} at "
-              f"{max(seeds)} seeds and σ²_P/P {c['var_problem'] / max(problems):.5f} at {max(problems)} problems")
+        c = every.loc[every["detectable"].idxmax()]
+        print(f"no design of the grid detects {args.target}{which}: for {c['a']}, σ²_S/S alone is "
+              f"{c['var_seed'] / max(seeds):.5f} at {max(seeds)} seeds and σ²_P/P "
+              f"{c['var_problem'] / max(problems):.5f} at {max(problems)} problems")
     else:
-        print(f"plan: {best['seeds']} seeds × {best['problems']} problems detect {best['detectable']:.3f} "
-              f"<= {args.target}")
+        print(f"plan: {best['seeds']:.0f} seeds × {best['problems']:.0f} problems detect {best['detectable']:.3f} "
+              f"<= {args.target}{' (the largest over the gains)' if which else ''}")
+    if args.out:
+        cols = ["a", "b", "pilot_seeds", "pilot_problems", "pilot_diff", "var_seed", "var_problem", "var_resid",
+                "seeds", "problems", "detectable"]
+        every[cols].to_csv(args.out, index=False)
+        print(f"table: {args.out}")
     return 0
 
 

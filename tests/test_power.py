@@ -33,3 +33,35 @@ def test_a_one_seed_pilot_cannot_plan_seeds():
                           for m in ("a", "b") for p in range(20)])
     with pytest.raises(UserError, match="needs at least 2"):
         components(frame, "a", "b")
+
+
+def test_several_gains_are_planned_together_and_the_plan_detects_every_one():
+    """plan() gives each A − B its grid from its own components; worst_case() keeps, per design, the largest
+    detectable difference, so the cheapest design meets the target for every gain, the hardest one included."""
+    from analysis.power import plan, worst_case
+
+    rng = np.random.default_rng(1)
+    rows = []
+    for seed in range(3):
+        shift = {"quiet": 0.0, "loud": 0.3 * (seed - 1)}  # "loud" moves with the seed: a large σ²_S
+        for p in range(200):
+            b = float(rng.random() < 0.5)
+            rows += [{"method": "b", "seed": seed, "problem": p, "greedy": b},
+                     {"method": "quiet", "seed": seed, "problem": p, "greedy": b if rng.random() < 0.9 else 1 - b},
+                     {"method": "loud", "seed": seed, "problem": p,
+                      "greedy": float(rng.random() < 0.5 + shift["loud"])}]
+    frame = pd.DataFrame(rows)
+    every = plan(frame, ["quiet", "loud"], "b", [2, 4, 8], [200, 800])
+    assert set(every["a"]) == {"quiet", "loud"} and len(every) == 2 * 3 * 2
+    for a in ("quiet", "loud"):  # each method's rows are its own components' grid
+        own = every[every["a"] == a]
+        assert list(own["detectable"]) == list(grid(components(frame, a, "b"), [2, 4, 8], [200, 800])["detectable"])
+    worst = worst_case(every).set_index(["seeds", "problems"])["detectable"]
+    loud = every[every["a"] == "loud"].set_index(["seeds", "problems"])["detectable"]
+    quiet = every[every["a"] == "quiet"].set_index(["seeds", "problems"])["detectable"]
+    assert (loud > quiet).all()  # the seed-driven gain is the harder one to detect at every design ...
+    assert (worst == loud).all()  # ... so it sets the plan
+    target = float(quiet[(4, 800)]) + 1e-9  # met by "quiet" at 4 × 800 (or cheaper); "loud" needs more or never
+    best = cheapest(worst_case(every), target)
+    assert best is None or (loud[(best["seeds"], best["problems"])] <= target
+                            and (best["seeds"], best["problems"]) > (4, 800))
