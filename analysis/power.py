@@ -3,7 +3,8 @@
     python -m analysis.power PILOT --a grpo --b sft [--target 0.08] [--seeds 2,3,4,5,6,8] [--problems 250,500,1000]
     python -m analysis.power PILOT --a grpo,rft,online_rft --b sft_filtered --out power.csv   # several gains at once
 
-PILOT is a compare.py folder with at least 2 seeds (seed-to-seed variation cannot be estimated from one). The pair's
+PILOT is a compare.py folder with at least 2 seeds (seed-to-seed variation cannot be estimated from one); its
+finished runs are read, so the first seeds of a comparison still training are its pilot. The pair's
 greedy outcomes give the components of the paired difference d[s, p] = y_A − y_B (analysis.paired: σ²_S seeds,
 σ²_P problems, σ²_E the rest, each truncated at 0), and for S seeds and P problems
 
@@ -74,7 +75,7 @@ def worst_case(every: pd.DataFrame) -> pd.DataFrame:
 
 @cli_entry
 def main(argv=None) -> int:
-    from analysis.runs import Runs, markdown_table
+    from analysis.runs import final_outcomes, markdown_table
 
     p = argparse.ArgumentParser(prog="python -m analysis.power", description=__doc__.split("\n")[0])
     p.add_argument("pilot", help="a compare.py folder with >= 2 seeds")
@@ -93,8 +94,12 @@ def main(argv=None) -> int:
     if not (0 < args.target < 1) or min(seeds) < 2 or min(problems) < 2:
         raise UserError(f"--target must lie in (0, 1), seeds and problems be >= 2; got {args.target}, {args.seeds}, "
                         f"{args.problems}")
-    every = plan(Runs(Path(args.pilot)).outcomes()[0][0], [x.strip() for x in args.a.split(",") if x.strip()],
-                 args.b, seeds, problems)
+    methods = [x.strip() for x in args.a.split(",") if x.strip()]
+    picks = final_outcomes(Path(args.pilot), [*methods, args.b], finished=True)  # a pilot may still be training
+    if not picks:
+        raise UserError(f"{args.pilot} has no finished run of {', '.join(methods)} or {args.b} with per-problem "
+                        "outcomes: give a compare.py folder whose runs of those methods have finished")
+    every = plan(picks[0][0], methods, args.b, seeds, problems)
     for (a, c), table in every.groupby(["a", "pilot_diff"], sort=False):
         r = table.iloc[0]
         print(f"pilot {args.pilot}: {a} − {args.b} = {c:+.3f} ({r['pilot_seeds']} seeds × {r['pilot_problems']} "

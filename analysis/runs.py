@@ -227,14 +227,17 @@ def _outcome_frame(rows: list[dict], method: str, seed: int) -> pd.DataFrame:
     return out
 
 
-def _sources(out: Path, methods: list[str] | None, train: bool = True) -> tuple[list[Path], dict]:
+def _sources(out: Path, methods: list[str] | None, train: bool = True,
+             finished: bool = False) -> tuple[list[Path], dict]:
     """The runs of a compare.py folder that have per-problem outcomes, and where each has them -> (runs,
     {(n, k) of a re-scoring RUN/rescored/final-n<N>-k<K>.jsonl, or "train" (the last evaluation of
-    RUN/problems.jsonl, read only when `train`): {run: file or rows}})."""
+    RUN/problems.jsonl, read only when `train`): {run: file or rows}}). `finished`: only runs whose final model is
+    written (RUN/final), so that a comparison still training gives its finished runs (a pilot's)."""
     from gcframe.evaluate.problems import FILE, RESCORED
 
     runs = sorted(p for p in Path(out).glob("*/seed*") if p.is_dir() and p.name[4:].isdigit())
-    runs = [r for r in runs if (methods is None or r.parent.name in methods) and (r / FILE).is_file()]
+    runs = [r for r in runs if (methods is None or r.parent.name in methods) and (r / FILE).is_file()
+            and (not finished or (r / "final").is_dir())]
     sources = {}  # (n, k) or "train" -> {run: rows}
     for r in runs:
         for f in (r / RESCORED).glob("final-n*-k*.jsonl"):
@@ -265,9 +268,9 @@ def partial_rescorings(out: Path, methods: list[str] | None = None) -> list[str]
     return out_lines
 
 
-def final_outcomes(out: Path, methods: list[str] | None = None) -> list[tuple]:
-    """`Runs.outcomes` of a compare.py folder (see there)."""
-    runs, sources = _sources(out, methods)
+def final_outcomes(out: Path, methods: list[str] | None = None, finished: bool = False) -> list[tuple]:
+    """`Runs.outcomes` of a compare.py folder (see there); `finished`: of its finished runs only (`_sources`)."""
+    runs, sources = _sources(out, methods, finished=finished)
     if not runs:
         return []
     common = {key: v for key, v in sources.items() if len(v) == len(runs)}

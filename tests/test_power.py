@@ -65,3 +65,35 @@ def test_several_gains_are_planned_together_and_the_plan_detects_every_one():
     best = cheapest(worst_case(every), target)
     assert best is None or (loud[(best["seeds"], best["problems"])] <= target
                             and (best["seeds"], best["problems"]) > (4, 800))
+
+
+def test_a_pilot_still_training_is_read_from_its_finished_runs(tmp_path, capsys):
+    """The first seeds of a comparison whose later seeds are still training: those runs (a problems.jsonl with only
+    step 0, no RUN/final) would leave no outcome that every run has; the pilot reads the finished runs only."""
+    import json
+
+    from analysis.power import main
+    from analysis.runs import final_outcomes
+
+    rng = np.random.default_rng(2)
+    for method in ("a", "b"):
+        for seed in (0, 1, 2):
+            run = tmp_path / method / f"seed{seed}"
+            run.mkdir(parents=True)
+            steps = (0, 32) if seed < 2 else (0,)  # seed 2 has evaluated only its start
+            rows = [{"step": s, "problem": f"p{i}", "greedy_correct": int(rng.random() < (0.6 if method == "a" else
+                                                                                            0.4))}
+                    for s in steps for i in range(50)]
+            (run / "problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            if seed < 2:
+                (run / "final").mkdir()
+    assert final_outcomes(tmp_path) == []  # every run's common outcomes: none while seed 2 trains
+    frame = final_outcomes(tmp_path, finished=True)[0][0]
+    assert sorted(frame["seed"].unique()) == [0, 1] and len(frame) == 2 * 2 * 50
+    assert main([str(tmp_path), "--a", "a", "--b", "b", "--seeds", "2,3", "--problems", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "pilot " in out and "a − b = " in out and "(2 seeds × 50 problems)" in out
+    with pytest.raises(SystemExit) as e:  # no finished run of the methods asked for: one line
+        main([str(tmp_path), "--a", "c", "--b", "d"])
+    assert e.value.code == 2
+    assert "has no finished run of c or d" in capsys.readouterr().err
