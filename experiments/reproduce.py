@@ -256,6 +256,7 @@ def rescored(out: Path, args: list[str]) -> bool:
     """Whether every run of the comparison `out` has the re-scoring `args` asks for written."""
     n = args[args.index("--problems") + 1] if "--problems" in args else None
     k = args[args.index("--k") + 1] if "--k" in args else "0"
+    k = "*" if k == "0" else k  # greedy only: any scoring holds it (gcframe.evaluate.rescore.holds_greedy)
     runs = [p for p in out.glob("*/seed*") if (p / "final").is_dir()]
     base = "--base" not in args or list((out / "rescored").glob(f"base-n{n or '*'}-k{k}.jsonl")) or \
         list((out / "rescored").glob(f"base-seed*-n{n or '*'}-k{k}.jsonl"))  # a base per seed (sft_base.per_seed)

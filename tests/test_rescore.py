@@ -266,3 +266,25 @@ def test_one_run_scored_alone_points_to_the_comparison_and_its_other_runs(out, t
     md = write_report(copy).read_text()
     assert (f"the re-scoring on 5 problems (k = 0) is left out: 1 of 2 runs have it, not rloo seed 0; score them with "
             f"python -m gcframe.evaluate {copy} --problems 5 --k 0") in md
+
+
+def test_a_greedy_scoring_is_held_by_a_scoring_with_samples(out, tmp_path, capsys):
+    """Every scoring decodes greedily first, so a k = 0 scoring of a model that has a k = 2 one on the same problems
+    is kept, not run again (compare.py's test scoring after a validation-curve comparison, then --k 4); a k = 2 on
+    other problems, or a k = 1 request, does not hold it; reproduce.py counts the greedy re-scoring as done."""
+    import shutil
+
+    from experiments.reproduce import rescored
+
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("rescored"))
+    assert main([str(copy), "--problems", "8", "--k", "2", "--no-progress"]) == 0
+    assert not rescored(copy, ["--problems", "16"])  # k2 on 8 problems does not hold a greedy scoring on 16
+    capsys.readouterr()
+    assert main([str(copy), "--problems", "8", "--no-progress"]) == 0  # greedy on the same 8: held, kept
+    assert "re-scored 0 model(s)" in capsys.readouterr().out
+    assert not list(copy.glob("*/seed0/rescored/final-n8-k0.jsonl"))
+    assert rescored(copy, ["--problems", "8"]) and rescored(copy, ["--problems", "8", "--k", "2"])
+    assert not rescored(copy, ["--problems", "8", "--k", "1"])
+    assert main([str(copy), "--problems", "8", "--k", "1", "--no-progress"]) == 0  # samples: not held
+    assert len(list(copy.glob("*/seed0/rescored/final-n8-k1.jsonl"))) == 2

@@ -36,6 +36,15 @@ def scored_name(model: str, n: int, k: int, split: str = "test") -> str:
     return f"{model}{'-validation' if split == 'validation' else ''}-n{n}-k{k}.jsonl"
 
 
+def holds_greedy(run: Path, model: str, n: int, k: int, split: str = "test") -> bool:
+    """A greedy-only scoring (k = 0) is held by any scoring of the same model on the same n problems: every scoring
+    decodes greedily first (`score`), so e.g. final-n500-k4.jsonl already has final-n500-k0's greedy outcomes and the
+    model is not scored again (compare.py's test scoring after a validation-curve comparison, then --k 4)."""
+    from gcframe.evaluate.problems import RESCORED
+
+    return k == 0 and any((run / RESCORED).glob(scored_name(model, n, "*", split)))  # type: ignore[arg-type]
+
+
 def find_runs(path: Path) -> list[Path]:
     """The run folders under `path`: itself (a run: config.yaml and final/ or checkpoints/) or OUT/<label>/seed<k>."""
     if (path / "config.yaml").is_file() and ((path / "final").is_dir() or (path / "checkpoints").is_dir()):
@@ -232,7 +241,7 @@ def _rescore(args, path: Path, work: list, single: bool = False) -> int:
         out = run / RESCORED / scored_name(name, n, args.k, split)
         label = name.replace("base", "base model", 1).replace("-seed", " seed ") if name.startswith("base") else \
             f"{run.parent.name} {run.name} {name}"
-        if out.is_file():
+        if out.is_file() or holds_greedy(run, name, n, args.k, split):
             kept.append(label)
             continue
         claim = out.with_suffix(".claim")
