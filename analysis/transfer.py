@@ -1,6 +1,6 @@
 """Does an ordering found on one result hold on another? Pair by pair, from the two results' paired tests.
 
-    python -m analysis.transfer results/default results/smollm2_slip [--metric greedy] [--out FILE.csv]
+    python -m analysis.transfer results/default results/smollm2_slip [--metric greedy] [--subgroup all] [--out F.csv]
 
 For every comparison A − B that both results' pairs.csv decide (the same metric, all problems, and each planned
 subgroup both have), one row: the difference and its 95% interval in each, whether each separates it, and what
@@ -85,9 +85,14 @@ def main(argv=None) -> int:
     p.add_argument("first", help="the result whose ordering is checked (e.g. results/default)")
     p.add_argument("second", help="the result it is checked on (e.g. results/smollm2_slip)")
     p.add_argument("--metric", default="greedy", help="pairs.csv's metric (default greedy)")
+    p.add_argument("--subgroup", help="keep one subgroup's rows (all, carry, no_carry, ...)")
     p.add_argument("--out", help="write the table to this CSV file as well")
     args = p.parse_args(argv)
     table = transfer(Path(args.first), Path(args.second), args.metric)
+    if args.subgroup:
+        if args.subgroup not in set(table["subgroup"]):
+            raise UserError(f"--subgroup {args.subgroup}: the pairs in common are in {', '.join(table['subgroup'].unique())}")
+        table = table[table["subgroup"] == args.subgroup]
     print(table.to_string(index=False))
     counts = table[table["subgroup"] == "all"]["outcome"].value_counts()
     print("all problems: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
