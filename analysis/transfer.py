@@ -91,7 +91,8 @@ def main(argv=None) -> int:
     table = transfer(Path(args.first), Path(args.second), args.metric)
     if args.subgroup:
         if args.subgroup not in set(table["subgroup"]):
-            raise UserError(f"--subgroup {args.subgroup}: the pairs in common are in {', '.join(table['subgroup'].unique())}")
+            raise UserError(f"--subgroup {args.subgroup}: the pairs in common are in "
+                            f"{', '.join(table['subgroup'].unique())}; choose one of those")
         table = table[table["subgroup"] == args.subgroup]
     print(table.to_string(index=False))
     counts = table[table["subgroup"] == "all"]["outcome"].value_counts()

@@ -55,7 +55,8 @@ def test_each_pair_gets_its_outcome_and_a_reversed_pair_is_turned_round(tmp_path
 def test_bad_input_is_one_line(tmp_path, capsys):
     toy = write(tmp_path / "toy", [("a − b", "greedy", "+0.1 [+0.05, +0.15]", 1.0, "yes", 5, 500, 0.9, "all")])
     for argv, words in (([str(toy), str(tmp_path / "nope")], "pairs.csv not found"),
-                        ([str(toy), str(toy), "--metric", "maj@4"], "no 'maj@4' rows: choose --metric among greedy")):
+                        ([str(toy), str(toy), "--metric", "maj@4"], "no 'maj@4' rows: choose --metric among greedy"),
+                        ([str(toy), str(toy), "--subgroup", "carry"], "--subgroup carry: the pairs in common are in all")):
         with pytest.raises(SystemExit) as e:
             transfer.main(argv)
         assert e.value.code == 2
