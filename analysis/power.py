@@ -100,9 +100,9 @@ def main(argv=None) -> int:
         raise UserError(f"{args.pilot} has no finished run of {', '.join(methods)} or {args.b} with per-problem "
                         "outcomes: give a compare.py folder whose runs of those methods have finished")
     every = plan(picks[0][0], methods, args.b, seeds, problems)
-    for (a, c), table in every.groupby(["a", "pilot_diff"], sort=False):
+    for a, table in every.groupby("a", sort=False):
         r = table.iloc[0]
-        print(f"pilot {args.pilot}: {a} − {args.b} = {c:+.3f} ({r['pilot_seeds']} seeds × {r['pilot_problems']} "
+        print(f"pilot {args.pilot}: {a} − {args.b} = {r['pilot_diff']:+.3f} ({r['pilot_seeds']} seeds × {r['pilot_problems']} "
               f"problems); σ²_S {r['var_seed']:.5f}, σ²_P {r['var_problem']:.5f}, σ²_E {r['var_resid']:.5f}")
         print(markdown_table([{"seeds": int(x["seeds"]), "problems": int(x["problems"]),
                                "detectable": f"{x['detectable']:.3f}"} for x in table.to_dict("records")]))

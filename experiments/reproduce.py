@@ -114,8 +114,7 @@ RECIPES = {
         "the default's design on SmolLM2-135M-Instruct: an SFT model (LoRA) finished on a slipping annotator's answers "
         "(smollm2_slip_sft.yaml), then continued SFT, SFT on the demonstrations the checker accepts, RFT, online RFT, "
         "GRPO, Dr. GRPO and DPO at β 0.1 and 1 from it, each rate tuned on validation (3 rates, 32 steps), 3 seeds, "
-        "final models and the "
-        "SFT model on the 500 test problems (greedy, 4 samples)", "compare", "smollm2_slip.yaml", [0, 1, 2],
+        "final models and the SFT model on the 500 test problems (greedy, 4 samples)", "compare", "smollm2_slip.yaml", [0, 1, 2],
         args=["--tune"], quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "sft,grpo"],
         base_run={"config": "smollm2_slip_sft.yaml", "method": "sft", "seed": 0, "band": (0.2, 0.6), "room": 0.10,
                   "check": (500, 4)},
