@@ -535,11 +535,12 @@ def _compare(args, where, cfg, names, seeds, task, acc, out, tracker_names, show
         where["phase"] = "while the final models were scored on the test problems (the runs are finished)"
         from gcframe.evaluate import rescore
 
+        k = cfg.train.eval_k if cfg.train.test_k < 0 else cfg.train.test_k
         acc.print(f"scoring every final model and the base on the {len(task.heldout)} test problems "
-                  f"(k = {cfg.train.eval_k}): the findings' problems")
+                  f"(k = {k}): the findings' problems")
         if acc.is_main_process:  # one process scores them (the re-scoring is single-process), as a one-process run
             rescore.run(rescore.parse_args([str(out), "--problems", str(len(task.heldout)), "--k",  # this run's
-                                            str(cfg.train.eval_k), "--base",  # threads
+                                            str(k), "--base",  # threads
                                             *(["--no-progress"] if not show else [])]))
         acc.wait_for_everyone()
     where["phase"] = "while the GC view was computed (the runs are finished)"

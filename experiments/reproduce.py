@@ -77,6 +77,11 @@ other registered method (docs/results/default.md)."""
 SEED_METHODS = "sft,rft,online_rft,online_rft@filled,ppo,grpo,grpo_ps,dpo,rloo"
 """The seed's eight methods and the online-RFT intervention: the labels of results/default_scarce."""
 
+SMOLLM2_SLIP_STAGE = {"config": "smollm2_slip_sft.yaml", "method": "sft", "seed": 0, "band": (0.2, 0.6),
+                      "room": 0.10, "check": (500, 4)}
+"""smollm2_slip's SFT stage: SmolLM2 fine-tuned on the slipping annotator, refused outside 0.2-0.6 greedy or with
+less than 0.10 of pass@4 above it on 500 validation problems."""
+
 RECIPES = {
     "default": Recipe("the default comparison: each method's rate tuned on validation (4 rates, 2 seeds), then "
                       "every method and the online-RFT intervention at their rates, 200 steps, 5 seeds, each from "
@@ -113,11 +118,16 @@ RECIPES = {
     "smollm2_slip": Recipe(
         "the default's design on SmolLM2-135M-Instruct: an SFT model (LoRA) finished on a slipping annotator's answers "
         "(smollm2_slip_sft.yaml), then continued SFT, SFT on the demonstrations the checker accepts, RFT, online RFT, "
-        "GRPO, Dr. GRPO and DPO at β 0.1 and 1 from it, each rate tuned on validation (3 rates, 32 steps), 3 seeds, "
-        "final models and the SFT model on the 500 test problems (greedy, 4 samples)", "compare", "smollm2_slip.yaml", [0, 1, 2],
+        "GRPO and Dr. GRPO from it, each rate tuned on validation (3 rates, 32 steps), 3 seeds, final models and the "
+        "SFT model on the 500 test problems (greedy, 4 samples); sized to 2.5 h of two one-thread processes (wall.csv)",
+        "compare", "smollm2_slip.yaml", [0, 1, 2],
         args=["--tune"], quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "sft,grpo"],
-        base_run={"config": "smollm2_slip_sft.yaml", "method": "sft", "seed": 0, "band": (0.2, 0.6), "room": 0.10,
-                  "check": (500, 4)},
+        base_run=SMOLLM2_SLIP_STAGE, rescore=["--problems", "500", "--k", "4", "--base"]),
+    "smollm2_slip_dpo": Recipe(
+        "smollm2_slip with DPO at β 0.1 and 1 beside its six methods (a preference set of the SFT model's samples "
+        "judged by the checker), each rate tuned: about 3 h of two processes", "compare", "smollm2_slip.yaml",
+        [0, 1, 2], args=["--tune", "--methods", "sft,sft_filtered,rft,online_rft,grpo,dr_grpo,dpo,dpo@beta1"],
+        quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "dpo,dpo@beta1"], base_run=SMOLLM2_SLIP_STAGE,
         rescore=["--problems", "500", "--k", "4", "--base"]),
     "smollm2_slip_stage_check": Recipe(
         "smollm2_slip's SFT stage from two other starts (seeds 1 and 2: another LoRA initialisation and order of "
@@ -227,6 +237,7 @@ def stage_scores(stage: Path, b: dict) -> tuple[float, float | None, str]:
         scored = folder / "rescored" / scored_name("final", n, k, "validation")
         if not scored.is_file():
             run(["-m", "gcframe.evaluate", str(folder), "--split", "validation", "--problems", str(n), "--k", str(k)])
+            wait_for(folder, scored, f"the {b['method']} stage's check")  # a second process: the first one scores it
         rows = [json.loads(line) for line in scored.read_text().splitlines() if line.strip()]
         return (sum(r["greedy_correct"] for r in rows) / len(rows), sum(r["k_correct"] > 0 for r in rows) / len(rows),
                 f"{len(rows)} validation problems, {scored}")
@@ -249,6 +260,49 @@ def check_stage(stage: Path, b: dict) -> None:
         shown = "not measured" if passk is None else f"{passk:.3f}"
         raise UserError(f"the {b['method']} stage ended at {greedy:.3f} greedy and pass@k {shown} ({where}): less "
                         f"than the {b['room']} of room above greedy this recipe needs: {fix}")
+
+
+def wait_for(folder: Path, done: Path, what: str, poll_s: float = 10.0) -> bool:
+    """Wait for `done` while another live process holds a claim under `folder` (a cell it trains, a model it
+    scores): True once `done` exists, False when no process is left on it (two polls in a row without a live
+    claim), so that a second process started beside the first carries on instead of stopping halfway."""
+    from gcframe.tracking import claims
+
+    idle, said = 0, False
+    while not done.exists():
+        idle = 0 if any(claims.holder(c) for c in folder.rglob("*.claim")) else idle + 1
+        if idle >= 2:
+            return False
+        if not said:
+            print(f"{what}: another process is on it; this one waits for {done}", flush=True)
+            said = True
+        time.sleep(poll_s)
+    return True
+
+
+def stamp(runs: Path, what: str) -> float:
+    """The time (Unix seconds) the recipe whose runs go to `runs` first got to `what` ("started": its first process
+    began; "finished": its result was first collected), kept in <runs>.<what> so that a second process, a resumed
+    one or a later collection keeps the first time."""
+    path = runs.with_name(f"{runs.name}.{what}")
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{time.time():.0f}\n")
+    return float(path.read_text())
+
+
+def write_wall(runs: Path, results: Path) -> None:
+    """results/<name>/wall.csv: the recipe's wall time from its first process's start to its first result, with
+    the processes' thread count; a recipe stopped and resumed counts the time it stood still too."""
+    import pandas as pd
+
+    start, end = stamp(runs, "started"), stamp(runs, "finished")
+    results.mkdir(parents=True, exist_ok=True)
+    fmt = "%Y-%m-%d %H:%M:%S UTC"
+    pd.DataFrame([{"started": time.strftime(fmt, time.gmtime(start)), "finished": time.strftime(fmt, time.gmtime(end)),
+                   "wall_s": round(end - start), "wall_h": round((end - start) / 3600, 2),
+                   "threads per process": os.environ.get("OMP_NUM_THREADS", "")}]).to_csv(results / "wall.csv",
+                                                                                         index=False)
 
 
 def rescored(out: Path, args: list[str]) -> bool:
@@ -331,24 +385,25 @@ def reproduce(name: str, args) -> Path | None:
 
     if recipe.kind == "compare":
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else ([0] if args.quick else recipe.seeds)
-        stage = None
+        stage, check = None, seeds != recipe.seeds and not args.quick  # a check, not the result: its own folders
+        stamp(runs.with_name(f"{name}-seeds{'-'.join(map(str, seeds))}") if check else runs, "started")
         if recipe.base_run:  # the earlier stage: its final model is this comparison's base
             b = recipe.base_run
             stage = runs.with_name(f"{runs.name}-{b['method']}")
             compare_cells(Recipe(f"{name}: {b['method']} stage", "compare", b["config"], [b["seed"]],
                                  args=["--methods", b["method"]], quick=["--quick"]), [b["seed"]], stage, args.quick)
-            if not (stage / "summary.csv").exists():
+            if not wait_for(stage, stage / "summary.csv", f"{name}: its {b['method']} stage"):
                 print(f"{name}: its {b['method']} stage is still running elsewhere; run the same command again later")
                 return None
             if not args.quick and ("band" in b or "room" in b):
                 check_stage(stage, b)
             model = stage / b["method"] / f"seed{b['seed']}" / "final"
             recipe = replace(recipe, args=[*recipe.args, "--model", str(model)])
-        if seeds != recipe.seeds and not args.quick:  # a check, not the result: its own run and result folders
+        if check:
             runs = runs.with_name(f"{name}-seeds{'-'.join(map(str, seeds))}")
             results = runs / "results"
         compare_cells(recipe, seeds, runs, args.quick)
-        if not (runs / "summary.csv").exists():
+        if not wait_for(runs, runs / "summary.csv", f"{name}: its last cells"):
             print(f"{name}: cells still running elsewhere; the last process to finish writes {results}")
             return None
         if recipe.rescore:  # a second process joins by running the same command: the models are split by claims
@@ -362,6 +417,7 @@ def reproduce(name: str, args) -> Path | None:
             print(collect.compare_rows(results / "summary.csv", committed))  # the check beside the result
         if stage is not None:
             collect.from_compare(stage, results, prefix=f"{recipe.base_run['method']}_stage_")
+        write_wall(runs, results)
     else:
         runs.mkdir(parents=True, exist_ok=True)
         run([a.replace("OUT", str(runs)) for a in recipe.command] + (recipe.quick if args.quick else []))

@@ -142,6 +142,10 @@ class TrainConfig:
     eval_k: int = 8
     """k samples per held-out problem at the start and end of a run, for pass@1, pass@k, maj@k, the KL to π_ref
     and (train.reward = reward_model) the proxy reward r_φ; 0 = greedy accuracy only."""
+    test_k: int = -1
+    """k samples per test problem when compare.py scores the final models of a validation-evaluated comparison
+    (eval_split validation) on the test problems, for the findings' pass@k and maj@k; -1 = eval_k. A value above
+    eval_k keeps the runs' own evaluations cheap (greedy) and still gives the findings their k samples."""
     log_samples: int = 4
     """Completions written to samples.jsonl per logging step."""
     sample_every: int = 25
@@ -184,6 +188,8 @@ class TrainConfig:
     def validate(self) -> None:
         if self.eval_split not in EVAL_SPLITS:
             raise UserError(f"train.eval_split must be one of {', '.join(EVAL_SPLITS)}, got {self.eval_split!r}")
+        if self.test_k < -1:
+            raise UserError(f"train.test_k must be >= 0 (or -1: train.eval_k), got {self.test_k}")
         if self.dynamic_sampling and self.max_prompts_per_step and self.max_prompts_per_step < self.prompts_per_step:
             raise UserError(f"train.max_prompts_per_step ({self.max_prompts_per_step}) is below train.prompts_per_step "
                             f"({self.prompts_per_step}): dynamic sampling draws at least B prompts per step; raise it "
