@@ -175,11 +175,11 @@ def test_readme_smollm2():
     _says(README.read_text(), "then each method from that SFT model (0.438 greedy)",
           "Every method that learns from its own samples gains over the SFT model (on the carries) but ends below "
           "`sft_filtered`: the reverse of the toy.")
-    assert _csv("smollm2_slip/table.csv").set_index("method").loc["base model (step 0)",
+    assert _csv("smollm2_slip_dpo/table.csv").set_index("method").loc["base model (step 0)",
                                                                   "test accuracy, 500 problems"] == "0.438"
-    g = pd.read_csv(RESULTS / "smollm2_slip" / "gains.csv", dtype=str)
+    g = pd.read_csv(RESULTS / "smollm2_slip_dpo" / "gains.csv", dtype=str)
     g = g[(g["metric"] == "greedy") & (g["over"] == "base model")].set_index(["subgroup", "method"])
-    o = _csv("smollm2_slip/over_sft_filtered.csv").set_index("method")
+    o = _csv("smollm2_slip_dpo/over_sft_filtered.csv").set_index("method")
     for m in ("rft", "online_rft", "grpo", "dr_grpo", "dpo@beta1"):
         assert g.loc[("all", m), "separated"] == "yes" and _num(g.loc[("all", m), "gain [95% interval]"]) > 0
         assert g.loc[("carry", m), "separated"] == "yes"
@@ -1406,11 +1406,11 @@ def test_the_slip_sweep_section():
 
 
 def test_the_smollm2_slip_section():
-    """The SmolLM2 page's 'RL from a finished SFT model' against results/smollm2_slip/ and its stage check: the gains
+    """The SmolLM2 page's 'RL from a finished SFT model' against results/smollm2_slip_dpo/ and its stage check: the gains
     over the SFT model, every sampling method below sft_filtered, the SFT model on test, its other starts, the pilot's
     plan, the carry split and the time."""
     page = _page("smollm2.md")
-    g = pd.read_csv(RESULTS / "smollm2_slip" / "gains.csv", dtype=str)  # every subgroup's rows
+    g = pd.read_csv(RESULTS / "smollm2_slip_dpo" / "gains.csv", dtype=str)  # every subgroup's rows
     g = g[(g["metric"] == "greedy") & (g["over"] == "base model")].set_index(["subgroup", "method"])
     sampling = ["rft", "online_rft", "grpo", "dr_grpo", "dpo@beta1"]
     gain = {k: _num(v) for k, v in g["gain [95% interval]"].items()}
@@ -1422,7 +1422,7 @@ def test_the_smollm2_slip_section():
     assert all(g.loc[("all", m), "separated"] == "yes" for m in sampling)
     assert _is(gain[("all", "sft")], "+0.004") and g.loc[("all", "sft"), "separated"] == "no"
     assert _is(gain[("all", "sft_filtered")], "+0.192") and max(gain[("all", m)] for m in sampling) < 0.192
-    o = _csv("smollm2_slip/over_sft_filtered.csv").set_index("method")
+    o = _csv("smollm2_slip_dpo/over_sft_filtered.csv").set_index("method")
     assert all(o.loc[m, "all"].endswith("separated") and _num(o.loc[m, "all"]) < 0 for m in sampling)
     assert o.loc["rft", "all"] == "-0.052 [-0.100, -0.004], separated" and _is(_num(o.loc["dr_grpo", "all"]), "-0.081")
     _says(page, "+0.174 to +0.220, separated", "where the SFT model scores 0.842, online RFT loses −0.151, separated",
@@ -1434,16 +1434,16 @@ def test_the_smollm2_slip_section():
     assert int(g.loc[("carry", "rft"), "problems"]) == 354 and int(g.loc[("no_carry", "rft"), "problems"]) == 146
     _says(page, "gains +0.004 [−0.125, +0.133] on test: not separated", "are on the 354 sums with a carry")
     assert g.loc[("all", "sft"), "gain [95% interval]"] == "+0.004 [-0.125, +0.133]"  # the interval, as written
-    p = _csv("smollm2_slip/pairs.csv")
+    p = _csv("smollm2_slip_dpo/pairs.csv")
     p = p[(p["metric"] == "greedy") & (p["subgroup"] == "all")].set_index("comparison")
     assert p.loc["sft − dpo@beta1", "Δ [95% interval]"] == "-0.119 [-0.237, -0.000]"
     assert all(p.loc[f"sft − {m}", "separated"] == "no" for m in sampling if m != "dpo@beta1")
-    t = _csv("smollm2_slip/table.csv").set_index("method")
+    t = _csv("smollm2_slip_dpo/table.csv").set_index("method")
     base = t.loc["base model (step 0)"]
     _says(page, "the SFT model scores 0.438 greedy, pass@4 0.542 and maj@4 0.334",
           "gave pass@4 0.536 (`sft_stage_table.csv`). From the chat model's 0.168.")
     assert (base["test accuracy, 500 problems"], base["pass@4"], base["maj@4"]) == ("0.438", "0.542", "0.334")
-    st = _csv("smollm2_slip/sft_stage_table.csv").set_index("method")
+    st = _csv("smollm2_slip_dpo/sft_stage_table.csv").set_index("method")
     assert st.loc["sft", "pass@4"] == "0.536" and st.loc["base model (step 0)", "test accuracy, 500 problems"] == "0.168"
     _says(page, "the stage ends at 0.454 and 0.452 greedy on the same test problems, pass@4 0.592 and 0.578: within "
           "0.016 of seed 0's.")
@@ -1452,21 +1452,21 @@ def test_the_smollm2_slip_section():
     assert list(check["greedy"]) == [0.454, 0.452] and list(check["passk"]) == [0.592, 0.578]
     assert round(max(abs(check["greedy"] - 0.438)), 3) == 0.016
     _says(page, "(0.52, 0.37 and 0.36 on validation)")
-    s = _csv("smollm2_slip/summary.csv")
+    s = _csv("smollm2_slip_dpo/summary.csv")
     assert [round(float(x), 2) for x in s[s["method"] == "sft"].sort_values("seed")["final_accuracy"]] == [0.52, 0.37,
                                                                                                            0.36]
     _says(page, "3 seeds × 500 problems detect 0.046 at most over the five gains, under the 0.08 asked for",
           "no design up to 8 seeds reaches 0.08 (3 seeds: 0.37)")
-    w = pd.read_csv(RESULTS / "smollm2_slip" / "power_pilot.csv")
+    w = pd.read_csv(RESULTS / "smollm2_slip_dpo" / "power_pilot.csv")
     assert set(w["a"]) == set(sampling) and (w["pilot_seeds"] == 2).all() and (w["pilot_problems"] == 100).all()
     at = w[(w["seeds"] == 3) & (w["problems"] == 500)].set_index("b")
     assert round(at.loc["sft_filtered", "detectable"].max(), 3) == 0.046
     assert round(at.loc["sft", "detectable"].max(), 2) == 0.37 and (w[w["b"] == "sft"]["detectable"] > 0.08).all()
     _says(page, "the SFT stage trained for 1,048 s", "207–393 s of training a method")
-    assert _csv("smollm2_slip/sft_stage_summary.csv")["time_s"].astype(float).round().tolist() == [1048]
+    assert _csv("smollm2_slip_dpo/sft_stage_summary.csv")["time_s"].astype(float).round().tolist() == [1048]
     times = [_pm(t.loc[m, "train time (s)"])[0] for m in t.index if m != "base model (step 0)"]
     assert (min(times), max(times)) == (207, 393)
-    order = _csv("smollm2_slip/toy_order.csv")
+    order = _csv("smollm2_slip_dpo/toy_order.csv")
     _says(page, "What holds: `sft_filtered` above continued SFT, and DPO at β 0.1 below everything.")
     out = order.set_index("comparison")["outcome"]
     assert out["sft − sft_filtered"] == "holds" and all(out[f"{m} − sft_filtered"] == "reversed"
