@@ -2,6 +2,7 @@
 
     python -m analysis.power PILOT --a grpo --b sft [--target 0.08] [--seeds 2,3,4,5,6,8] [--problems 250,500,1000]
     python -m analysis.power PILOT --a grpo,rft,online_rft --b sft_filtered --out power.csv   # several gains at once
+    python -m analysis.power PILOT --a grpo,rft --b base --pilot-seeds 0,1   # gains over the model the runs start from
 
 PILOT is a compare.py folder with at least 2 seeds (seed-to-seed variation cannot be estimated from one); its
 finished runs are read, so the first seeds of a comparison still training are its pilot. The pair's
@@ -39,6 +40,31 @@ def components(frame: pd.DataFrame, a: str, b: str, metric: str = "greedy") -> d
         raise UserError(f"the pilot has {r['n_seeds']} seed of {a} and {b}: seed-to-seed variation needs at least 2 "
                         "(run the pilot with --seeds 0,1)")
     return {k: r[k] for k in ("var_seed", "var_problem", "var_resid", "diff", "n_seeds", "n_problems")}
+
+
+def with_base(out: Path, methods: list[str], pilot_seeds: list[int] | None = None) -> pd.DataFrame:
+    """The pilot's frame for gains over the model the runs started from (--b base): each finished run's last
+    evaluation as its method, and as "base" each seed's step-0 evaluation of the same problems (every run of a seed
+    starts from that model; the first method's run gives it), so that A − base pairs problem by problem."""
+    from analysis.runs import _outcome_frame, _sources
+
+    runs, sources = _sources(out, methods, finished=True)
+    last = sources.get("train", {})
+    frames, based = [], set()
+    for run, rows in last.items():
+        seed = int(run.name[4:])
+        if pilot_seeds is not None and seed not in pilot_seeds:
+            continue
+        frames.append(_outcome_frame(rows, run.parent.name, seed))
+        if seed not in based:
+            from analysis.runs import read_jsonl
+            from gcframe.evaluate.problems import FILE
+
+            asked = {r["problem"] for r in rows}
+            start = [r for r in read_jsonl(run / FILE) if r["step"] == 0 and r["problem"] in asked]
+            frames.append(_outcome_frame(start, "base", seed))
+            based.add(seed)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def grid(c: dict, seeds: list[int], problems: list[int]) -> pd.DataFrame:
@@ -80,7 +106,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m analysis.power", description=__doc__.split("\n")[0])
     p.add_argument("pilot", help="a compare.py folder with >= 2 seeds")
     p.add_argument("--a", required=True, help="method A of the planned comparison (e.g. grpo), or several: grpo,rft")
-    p.add_argument("--b", required=True, help="method B (e.g. sft)")
+    p.add_argument("--b", required=True, help="method B (e.g. sft), or base: the model every run started from (its "
+                   "step-0 evaluation of each seed, on the same problems as the runs' last)")
+    p.add_argument("--pilot-seeds", help="read only these seeds of the pilot, comma-separated (e.g. 0,1: the first "
+                   "two seeds of a comparison that has since finished)")
     p.add_argument("--target", type=float, default=0.08, help="the difference to detect (default 0.08)")
     p.add_argument("--seeds", default="2,3,4,5,6,8")
     p.add_argument("--problems", default="250,500,1000,2000")
@@ -95,11 +124,22 @@ def main(argv=None) -> int:
         raise UserError(f"--target must lie in (0, 1), seeds and problems be >= 2; got {args.target}, {args.seeds}, "
                         f"{args.problems}")
     methods = [x.strip() for x in args.a.split(",") if x.strip()]
-    picks = final_outcomes(Path(args.pilot), [*methods, args.b], finished=True)  # a pilot may still be training
-    if not picks:
+    try:
+        pilot_seeds = [int(x) for x in args.pilot_seeds.split(",")] if args.pilot_seeds else None
+    except ValueError:
+        raise UserError(f"--pilot-seeds takes comma-separated integers like 0,1; got {args.pilot_seeds}") from None
+    if args.b == "base":
+        frame = with_base(Path(args.pilot), methods, pilot_seeds)
+    else:
+        picks = final_outcomes(Path(args.pilot), [*methods, args.b], finished=True)  # a pilot may still be training
+        frame = picks[0][0] if picks else pd.DataFrame()
+        if pilot_seeds is not None and not frame.empty:
+            frame = frame[frame["seed"].isin(pilot_seeds)]
+    if frame.empty:
         raise UserError(f"{args.pilot} has no finished run of {', '.join(methods)} or {args.b} with per-problem "
-                        "outcomes: give a compare.py folder whose runs of those methods have finished")
-    every = plan(picks[0][0], methods, args.b, seeds, problems)
+                        "outcomes" + (f" among seeds {args.pilot_seeds}" if pilot_seeds else "") + ": give a "
+                        "compare.py folder whose runs of those methods have finished")
+    every = plan(frame, methods, args.b, seeds, problems)
     for a, table in every.groupby("a", sort=False):
         r = table.iloc[0]
         print(f"pilot {args.pilot}: {a} − {args.b} = {r['pilot_diff']:+.3f} ({r['pilot_seeds']} seeds × {r['pilot_problems']} "

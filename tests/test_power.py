@@ -97,3 +97,33 @@ def test_a_pilot_still_training_is_read_from_its_finished_runs(tmp_path, capsys)
         main([str(tmp_path), "--a", "c", "--b", "d"])
     assert e.value.code == 2
     assert "has no finished run of c or d" in capsys.readouterr().err
+
+
+def test_gains_over_the_base_pair_each_run_with_its_seeds_start(tmp_path, capsys):
+    """--b base: the base's outcomes are each seed's step-0 evaluation, on the problems of the runs' last one, so
+    A − base pairs problem by problem; --pilot-seeds keeps the first seeds of a comparison that has finished."""
+    import json
+
+    from analysis.power import main, with_base
+
+    for method in ("a", "c"):
+        for seed in (0, 1, 2):
+            run = tmp_path / method / f"seed{seed}"
+            run.mkdir(parents=True)
+            # step 0: the base gets problems 0-9 right (the same model for every run); the end: a gets 0-14 right
+            rows = [{"step": 0, "problem": f"p{i}", "greedy_correct": int(i < 10)} for i in range(40)]
+            rows += [{"step": 32, "problem": f"p{i}", "greedy_correct": int(i < 15 + seed)} for i in range(40)]
+            (run / "problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            (run / "final").mkdir()
+    frame = with_base(tmp_path, ["a"], pilot_seeds=[0, 1])
+    base = frame[frame["method"] == "base"]
+    assert sorted(base["seed"].unique()) == [0, 1] and len(base) == 2 * 40 and base["greedy"].sum() == 2 * 10
+    a = frame[frame["method"] == "a"].groupby("seed")["greedy"].mean()
+    assert list(a) == [15 / 40, 16 / 40]  # seed 0: 15 of 40, seed 1: 16 of 40; seed 2 left out
+    assert main([str(tmp_path), "--a", "a", "--b", "base", "--pilot-seeds", "0,1", "--seeds", "2,3",
+                 "--problems", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "a − base = +0.138" in out  # (5/40 + 6/40) / 2 = 0.1375
+    with pytest.raises(SystemExit) as e:
+        main([str(tmp_path), "--a", "a", "--b", "base", "--pilot-seeds", "7"])
+    assert e.value.code == 2 and "among seeds 7" in capsys.readouterr().err
