@@ -2,7 +2,7 @@
 
     python -m analysis.power PILOT --a grpo --b sft [--target 0.08] [--seeds 2,3,4,5,6,8] [--problems 250,500,1000]
     python -m analysis.power PILOT --a grpo,rft,online_rft --b sft_filtered --out power.csv   # several gains at once
-    python -m analysis.power PILOT --a grpo,rft --b base --pilot-seeds 0,1   # gains over the model the runs start from
+    python -m analysis.power PILOT --a grpo,rft --b base,sft --pilot-seeds 0,1   # over the model the runs start from, and sft
 
 PILOT is a compare.py folder with at least 2 seeds (seed-to-seed variation cannot be estimated from one); its
 finished runs are read, so the first seeds of a comparison still training are its pilot. The pair's
@@ -14,7 +14,8 @@ greedy outcomes give the components of the paired difference d[s, p] = y_A − y
 with Satterthwaite's ν (analysis.paired.detectable_difference). The table gives every design of the grid, and the
 cheapest one (fewest seeds, then fewest problems) whose detectable difference is at most --target, or says that none
 of the grid reaches it and which component is in the way. With several methods in --a, each gain over B gets its
-table, and the plan is the cheapest design that detects the target for every one of them. --out writes every row
+table (and with several in --b, over each of them), and the plan is the cheapest design that detects the target for
+every one of them. --out writes every row
 (a, b, the pilot's components and difference, seeds, problems, detectable) to a CSV. The plan and this arithmetic go
 on the result's page before its table.
 """
@@ -67,6 +68,18 @@ def with_base(out: Path, methods: list[str], pilot_seeds: list[int] | None = Non
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def pilot_frame(pilot: Path, methods: list[str], b: str, pilot_seeds: list[int] | None) -> pd.DataFrame:
+    """The outcomes A − `b` is planned from: the pilot's finished runs (a pilot may still be training), of
+    `pilot_seeds` only where given; with b = base, each seed's start as "base" (`with_base`)."""
+    from analysis.runs import final_outcomes
+
+    if b == "base":
+        return with_base(pilot, methods, pilot_seeds)
+    picks = final_outcomes(pilot, [*methods, b], finished=True)
+    frame = picks[0][0] if picks else pd.DataFrame()
+    return frame[frame["seed"].isin(pilot_seeds)] if pilot_seeds is not None and not frame.empty else frame
+
+
 def grid(c: dict, seeds: list[int], problems: list[int]) -> pd.DataFrame:
     """The detectable difference of every S × P design from the components `c`."""
     from analysis.paired import detectable_difference
@@ -101,12 +114,12 @@ def worst_case(every: pd.DataFrame) -> pd.DataFrame:
 
 @cli_entry
 def main(argv=None) -> int:
-    from analysis.runs import final_outcomes, markdown_table
+    from analysis.runs import markdown_table
 
     p = argparse.ArgumentParser(prog="python -m analysis.power", description=__doc__.split("\n")[0])
     p.add_argument("pilot", help="a compare.py folder with >= 2 seeds")
     p.add_argument("--a", required=True, help="method A of the planned comparison (e.g. grpo), or several: grpo,rft")
-    p.add_argument("--b", required=True, help="method B (e.g. sft), or base: the model every run started from (its "
+    p.add_argument("--b", required=True, help="method B (e.g. sft; several: sft,base, each planned), or base: the model every run started from (its "
                    "step-0 evaluation of each seed, on the same problems as the runs' last)")
     p.add_argument("--pilot-seeds", help="read only these seeds of the pilot, comma-separated (e.g. 0,1: the first "
                    "two seeds of a comparison that has since finished)")
@@ -128,29 +141,27 @@ def main(argv=None) -> int:
         pilot_seeds = [int(x) for x in args.pilot_seeds.split(",")] if args.pilot_seeds else None
     except ValueError:
         raise UserError(f"--pilot-seeds takes comma-separated integers like 0,1; got {args.pilot_seeds}") from None
-    if args.b == "base":
-        frame = with_base(Path(args.pilot), methods, pilot_seeds)
-    else:
-        picks = final_outcomes(Path(args.pilot), [*methods, args.b], finished=True)  # a pilot may still be training
-        frame = picks[0][0] if picks else pd.DataFrame()
-        if pilot_seeds is not None and not frame.empty:
-            frame = frame[frame["seed"].isin(pilot_seeds)]
-    if frame.empty:
-        raise UserError(f"{args.pilot} has no finished run of {', '.join(methods)} or {args.b} with per-problem "
-                        "outcomes" + (f" among seeds {args.pilot_seeds}" if pilot_seeds else "") + ": give a "
-                        "compare.py folder whose runs of those methods have finished")
-    every = plan(frame, methods, args.b, seeds, problems)
-    for a, table in every.groupby("a", sort=False):
+    tables = []
+    for b in [x.strip() for x in args.b.split(",") if x.strip()]:  # each baseline's gains, planned together
+        against = [a for a in methods if a != b]  # --a sft,grpo --b base,sft: sft − sft is no gain
+        frame = pilot_frame(Path(args.pilot), against, b, pilot_seeds)
+        if frame.empty:
+            raise UserError(f"{args.pilot} has no finished run of {', '.join(methods)} or {b} with per-problem "
+                            "outcomes" + (f" among seeds {args.pilot_seeds}" if pilot_seeds else "") + ": give a "
+                            "compare.py folder whose runs of those methods have finished")
+        tables.append(plan(frame, against, b, seeds, problems))
+    every = pd.concat(tables, ignore_index=True)
+    for (a, b), table in every.groupby(["a", "b"], sort=False):
         r = table.iloc[0]
-        print(f"pilot {args.pilot}: {a} − {args.b} = {r['pilot_diff']:+.3f} ({r['pilot_seeds']} seeds × {r['pilot_problems']} "
+        print(f"pilot {args.pilot}: {a} − {b} = {r['pilot_diff']:+.3f} ({r['pilot_seeds']} seeds × {r['pilot_problems']} "
               f"problems); σ²_S {r['var_seed']:.5f}, σ²_P {r['var_problem']:.5f}, σ²_E {r['var_resid']:.5f}")
         print(markdown_table([{"seeds": int(x["seeds"]), "problems": int(x["problems"]),
                                "detectable": f"{x['detectable']:.3f}"} for x in table.to_dict("records")]))
     best = cheapest(worst_case(every), args.target)
-    which = " for every gain" if every["a"].nunique() > 1 else ""
+    which = " for every gain" if len(every.groupby(["a", "b"])) > 1 else ""
     if best is None:
         c = every.loc[every["detectable"].idxmax()]
-        print(f"no design of the grid detects {args.target}{which}: for {c['a']}, σ²_S/S alone is "
+        print(f"no design of the grid detects {args.target}{which}: for {c['a']} − {c['b']}, σ²_S/S alone is "
               f"{c['var_seed'] / max(seeds):.5f} at {max(seeds)} seeds and σ²_P/P "
               f"{c['var_problem'] / max(problems):.5f} at {max(problems)} problems")
     else:

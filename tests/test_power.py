@@ -124,6 +124,11 @@ def test_gains_over_the_base_pair_each_run_with_its_seeds_start(tmp_path, capsys
                  "--problems", "40"]) == 0
     out = capsys.readouterr().out
     assert "a − base = +0.138" in out  # (5/40 + 6/40) / 2 = 0.1375
+    assert main([str(tmp_path), "--a", "a,c", "--b", "base,c", "--pilot-seeds", "0,1", "--seeds", "2",
+                 "--problems", "40", "--out", str(tmp_path / "p.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "a − base" in out and "c − base" in out and "a − c" in out and "c − c" not in out  # no gain over itself
+    assert len(pd.read_csv(tmp_path / "p.csv")) == 3  # three pairs x one design
     with pytest.raises(SystemExit) as e:
         main([str(tmp_path), "--a", "a", "--b", "base", "--pilot-seeds", "7"])
     assert e.value.code == 2 and "among seeds 7" in capsys.readouterr().err
