@@ -379,7 +379,7 @@ def compare_cells(recipe: Recipe, seeds: list[int], out: Path, quick: bool) -> N
 
 def reproduce(name: str, args) -> Path | None:
     recipe = RECIPES[name]
-    runs = Path(args.runs + ("-quick" if args.quick else "")) / name
+    runs = Path(args.runs + ("-quick" if args.quick else "")).resolve() / name  # absolute: configs name the stage by it
     results = (Path(args.runs + "-quick") / "results" if args.quick else Path(args.results)) / name
     from analysis import results as collect
 
