@@ -47,20 +47,17 @@ def with_base(out: Path, methods: list[str], pilot_seeds: list[int] | None = Non
     """The pilot's frame for gains over the model the runs started from (--b base): each finished run's last
     evaluation as its method, and as "base" each seed's step-0 evaluation of the same problems (every run of a seed
     starts from that model; the first method's run gives it), so that A − base pairs problem by problem."""
-    from analysis.runs import _outcome_frame, _sources
+    from analysis.runs import _outcome_frame, _sources, read_jsonl
+    from gcframe.evaluate.problems import FILE
 
-    runs, sources = _sources(out, methods, finished=True)
-    last = sources.get("train", {})
+    _, sources = _sources(out, methods, finished=True)
     frames, based = [], set()
-    for run, rows in last.items():
+    for run, rows in sources.get("train", {}).items():
         seed = int(run.name[4:])
         if pilot_seeds is not None and seed not in pilot_seeds:
             continue
         frames.append(_outcome_frame(rows, run.parent.name, seed))
         if seed not in based:
-            from analysis.runs import read_jsonl
-            from gcframe.evaluate.problems import FILE
-
             asked = {r["problem"] for r in rows}
             start = [r for r in read_jsonl(run / FILE) if r["step"] == 0 and r["problem"] in asked]
             frames.append(_outcome_frame(start, "base", seed))
@@ -119,8 +116,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m analysis.power", description=__doc__.split("\n")[0])
     p.add_argument("pilot", help="a compare.py folder with >= 2 seeds")
     p.add_argument("--a", required=True, help="method A of the planned comparison (e.g. grpo), or several: grpo,rft")
-    p.add_argument("--b", required=True, help="method B (e.g. sft; several: sft,base, each planned), or base: the model every run started from (its "
-                   "step-0 evaluation of each seed, on the same problems as the runs' last)")
+    p.add_argument("--b", required=True, help="method B (e.g. sft), or base: the model every run started from (each "
+                   "seed's step-0 evaluation of the runs' last problems); several, comma-separated, are each planned")
     p.add_argument("--pilot-seeds", help="read only these seeds of the pilot, comma-separated (e.g. 0,1: the first "
                    "two seeds of a comparison that has since finished)")
     p.add_argument("--target", type=float, default=0.08, help="the difference to detect (default 0.08)")

@@ -316,3 +316,28 @@ def test_base_curve_has_every_seeds_own_base(tmp_path, monkeypatch):
     out = pd.read_csv(tmp_path / "base_curve.csv")
     assert out["seed"].tolist() == [0, 0, 1, 1] and out["kept_step"].tolist() == [25, 25, 50, 50]
     assert out["accuracy"].tolist() == [0.2, 0.3, 0.3, 0.3] and (out["split"] == "validation").all()
+
+
+def test_a_second_process_waits_while_another_holds_a_claim_and_not_after(tmp_path):
+    """reproduce.wait_for: True once the awaited file exists while a live process holds a claim in the folder (the
+    first process training the stage); False after two polls with no live claim (nobody left to write it)."""
+    import socket
+    import subprocess
+    import threading
+
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import reproduce
+
+    done = tmp_path / "summary.csv"
+    assert reproduce.wait_for(tmp_path, done, "nothing", poll_s=0.01) is False  # no claim, no file
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (tmp_path / "sft").mkdir()
+        (tmp_path / "sft" / "seed0.claim").write_text(f"{socket.gethostname()}:{worker.pid}")
+        threading.Timer(0.3, lambda: done.write_text("method,seed\n")).start()
+        assert reproduce.wait_for(tmp_path, done, "the stage", poll_s=0.05) is True
+    finally:
+        worker.kill()
+        worker.wait()
+    done.unlink()
+    assert reproduce.wait_for(tmp_path, done, "the stage", poll_s=0.01) is False  # its owner is gone: a dead claim
