@@ -125,7 +125,7 @@ RECIPES = {
         base_run=SMOLLM2_SLIP_STAGE, rescore=["--problems", "500", "--k", "4", "--base"]),
     "smollm2_slip_dpo": Recipe(
         "smollm2_slip with DPO at β 0.1 and 1 beside its six methods (a preference set of the SFT model's samples "
-        "judged by the checker), each rate tuned: about 3 h of two processes", "compare", "smollm2_slip.yaml",
+        "judged by the checker), each rate tuned: past 2.5 h of two processes", "compare", "smollm2_slip.yaml",
         [0, 1, 2], args=["--tune", "--methods", "sft,sft_filtered,rft,online_rft,grpo,dr_grpo,dpo,dpo@beta1"],
         quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "dpo,dpo@beta1"], base_run=SMOLLM2_SLIP_STAGE,
         rescore=["--problems", "500", "--k", "4", "--base"]),
