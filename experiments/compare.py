@@ -420,6 +420,10 @@ def _main(args, where: dict) -> int:
     names = method_names(args, cfg)
     if args.tune_spec and not cfg.task.n_validation:  # before a base is trained or anything written
         raise UserError("--tune chooses rates on validation problems: set task.n_validation (>= 100) in the config")
+    if args.tune_spec:
+        from experiments.tune import followers
+
+        followers(cfg, names)  # a control's rate_of names a label this comparison tunes
     if not args.resume:
         args.out = args.out or f"runs/compare-{time.strftime('%Y%m%d-%H%M%S')}"
         check_out(Path(args.out), args.overwrite)  # before a model is converted or a base trained

@@ -196,13 +196,16 @@ RECIPES = {
                               "command", command=["experiments/paired_coverage.py", "--out", "OUT/coverage.csv"],
                               quick=["--sims", "50"], keep=["coverage.csv", "verdicts.csv"]),
     "rft_vs_online": Recipe(
-        "DeepSeekMath §5.2.1 in one design: RFT, online RFT, @filled and the controls (RFT's pool sampled afresh, RFT "
-        "thinned, @filled on fixed prompts), each rate tuned at 1,000 steps, 3 seeds from the default's bases, test "
-        "problems at steps 200-1,000 in the same runs (analysis.interaction)", "compare", "rft_vs_online.yaml",
+        "DeepSeekMath §5.2.1 in one design: RFT, online RFT and @filled, each rate tuned at 1,000 steps (2 seeds), and "
+        "the controls at their parent's rate (RFT's pool sampled afresh, RFT thinned, @filled on fixed prompts, @filled "
+        "at online RFT's rate), 3 seeds from the default's bases, test problems at steps 200-1,000 in the same runs "
+        "(analysis.interaction)", "compare", "rft_vs_online.yaml",
         [0, 1, 2], args=["--tune"], quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "rft,online_rft"]),
     "rft_vs_online_same_rate": Recipe(
         "the same arms at one shared rate (train.lr 5e-5), beside the tuned ones", "compare", "rft_vs_online.yaml",
-        [0, 1, 2], quick=["--quick", "--methods", "rft,online_rft"]),
+        [0, 1, 2], args=["--methods", "rft,online_rft,online_rft@filled,rft@fresh_pool,rft@thinned,"
+                                      "online_rft@filled_same"],  # @filled_slow is @filled here
+        quick=["--quick", "--methods", "rft,online_rft"]),
     "slip_sweep": Recipe("the annotator's slip rate as a dial: the default comparison at slip 0, 0.4, 0.8 and 0.9 "
                          "(sft, sft_filtered and three RL methods, 3 seeds, a base per seed) and each RL method's "
                          "greedy gain over the better SFT baseline", "command",

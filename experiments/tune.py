@@ -20,7 +20,8 @@ files), their scores and compute (generated tokens with RFT's pool and every dro
 critic) to OUT/tune/tune.csv, one row per trial and seed, and the report draws each method's sensitivity curve (validation accuracy
 against rate) and its expected best validation accuracy against the number of trials (analysis.tuning; Dodge et al.
 2019, "Show Your Work"). A trial that diverges (a non-finite loss) is a result, not a crash: it scores as the worst
-of its method's trials and is marked `diverged`.
+of its method's trials and is marked `diverged`. A control that must change one thing only runs at its parent's η*
+instead of trials of its own: `methods: {rft@thinned: {gc_share: 0.6, rate_of: rft}}` (gcframe.config.rate_of).
 """
 from __future__ import annotations
 
@@ -78,6 +79,19 @@ def edge_rates(chosen: dict, rates: list[float]) -> dict:
     return {label: (low if lr == rates[0] else high) for label, lr in chosen.items() if lr in (rates[0], rates[-1])}
 
 
+def followers(cfg, names: list[str]) -> dict:
+    """{label: parent} of the labels that take a tuned parent's rate (`rate_of`), each parent among `names` and tuned
+    itself, else one line (compare.py checks it before a base is trained)."""
+    from gcframe.config import rate_of
+
+    follow = {label: rate_of(cfg.methods, label) for label in names if rate_of(cfg.methods, label)}
+    for label, parent in follow.items():
+        if parent not in names or parent in follow:
+            raise UserError(f"methods.{label}.rate_of is {parent}, which this comparison does not tune: run "
+                            f"{parent} too (--methods), or remove rate_of to tune {label} on its own")
+    return follow
+
+
 def trial_label(label: str, lr: float) -> str:
     return f"{label}@lr{lr:g}"
 
@@ -106,10 +120,13 @@ def tune(cfg, names: list[str], out: Path, run_cells, **ctx):
     spec = ctx["args"].tune_spec
     acc = ctx["acc"]
     seeds = spec["seeds"]
-    acc.print(f"tuning: {len(spec['lr'])} rates ({', '.join(f'{r:g}' for r in spec['lr'])}) x {len(names)} "
+    follow = followers(cfg, names)
+    own = [label for label in names if label not in follow]
+    acc.print(f"tuning: {len(spec['lr'])} rates ({', '.join(f'{r:g}' for r in spec['lr'])}) x {len(own)} "
               f"method(s), seed(s) {', '.join(map(str, seeds))}, scored on "
-              f"{min(cfg.train.eval_size, cfg.task.n_validation)} validation problems -> {out / TUNE_DIR}")
-    trials = [(label, lr) for label in names for lr in spec["lr"]]
+              f"{min(cfg.train.eval_size, cfg.task.n_validation)} validation problems -> {out / TUNE_DIR}" +
+              "".join(f"; {label} at {parent}'s rate" for label, parent in follow.items()))
+    trials = [(label, lr) for label in own for lr in spec["lr"]]
     tcfg, results = _trials(cfg, trials, out / TUNE_DIR, spec, run_cells, ctx)
     chosen = choose(results)
     extra = edge_rates(chosen, spec["lr"]) if spec["extend"] else {}
@@ -122,7 +139,12 @@ def tune(cfg, names: list[str], out: Path, run_cells, **ctx):
     if acc.is_main_process:
         _write_csv(out / TUNE_DIR, tcfg, results, chosen, spec)
     cfg = copy.deepcopy(cfg)
-    for label in names:
+    for label, parent in follow.items():
+        opts = dict(cfg.methods.get(label) or {})
+        opts["train"] = {**(opts.get("train") or {}), "lr": chosen[parent]}
+        cfg.methods[label] = opts
+        acc.print(f"{label:>12}: lr {chosen[parent]:g} ({parent}'s)")
+    for label in own:
         opts = dict(cfg.methods.get(label) or {})
         opts["train"] = {**(opts.get("train") or {}), "lr": chosen[label]}
         cfg.methods[label] = opts

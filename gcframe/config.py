@@ -460,8 +460,19 @@ def label_options(methods: dict, label: str) -> tuple[str, dict, dict]:
     opts, train = {}, {}
     for key in dict.fromkeys((name, label)):
         given = dict(methods.get(key) or {})
+        given.pop("rate_of", None)  # compare.py --tune's, not the method's (rate_of below)
         more = given.pop("train", None) or {}
         if not isinstance(more, dict):
             raise UserError(f"methods.{key}.train must be a mapping of train options, got {more!r}")
         opts, train = {**opts, **given}, {**train, **more}
     return name, opts, train
+
+
+def rate_of(methods: dict, label: str) -> str | None:
+    """The label whose tuned rate `label` takes under compare.py --tune (`methods: {label: {rate_of: other}}`), or
+    None: a control that must change one thing only (RFT's pool, online RFT's number of correct samples) runs at its
+    parent's rate instead of a rate of its own. Without --tune it is ignored (the label's train.lr)."""
+    given = (methods.get(label) or {}).get("rate_of")
+    if given is not None and not isinstance(given, str):
+        raise UserError(f"methods.{label}.rate_of must be a method label like rft, got {given!r}")
+    return given

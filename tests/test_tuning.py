@@ -139,14 +139,15 @@ TINY = {"task": {"operands": 2, "digits": 2, "n_demos": 100, "n_heldout": 100, "
         "train": {"steps": 3, "prompts_per_step": 4, "group_size": 4, "eval_size": 100, "eval_split": "validation",
                   "eval_points": 2, "eval_k": 2, "sample_every": 0, "checkpoint_every": 0},
         "tune": {"lr": [1e-4, 1e-2], "steps": 2, "seeds": [0, 1]},  # extend (on): each best is at an edge
-        "methods": {"online_rft@filled": {"fill_correct": True, "max_rounds": 2}}}
+        "methods": {"online_rft@filled": {"fill_correct": True, "max_rounds": 2},
+                    "sft@same": {"rate_of": "sft"}}}  # a control at its parent's tuned rate, no trials of its own
 
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
     d = tmp_path_factory.mktemp("tune")
     (d / "c.yaml").write_text(yaml.safe_dump(TINY))
-    res = compare("--config", str(d / "c.yaml"), "--tune", "--methods", "sft,online_rft@filled", "--out",
+    res = compare("--config", str(d / "c.yaml"), "--tune", "--methods", "sft,sft@same,online_rft@filled", "--out",
                   str(d / "out"), "--no-progress", GCFRAME_CACHE=str(d / "cache"))
     assert res.returncode == 0, res.stderr[-3000:]
     return d / "out", res
@@ -198,6 +199,23 @@ def test_every_run_then_trains_at_its_chosen_rate_and_is_scored_on_test(tuned):
     top = yaml.safe_load((out / "config.yaml").read_text())
     assert top["tune"]["lr"] == [1e-4, 1e-2] and top["methods"]["sft"]["train"]["lr"] == chosen["sft"]
     assert top["splits"]["test"]["digest"] != top["splits"]["validation"]["digest"]
+
+
+def test_a_control_takes_its_parents_tuned_rate_without_trials_of_its_own(tuned):
+    out, res = tuned
+    df = pd.read_csv(out / "tune" / "tune.csv")
+    assert "sft@same" not in set(df["method"]) and not list((out / "tune").glob("sft@same@lr*"))
+    sft_lr = df[df["chosen"] & (df["method"] == "sft")]["lr"].iloc[0]
+    assert yaml.safe_load((out / "sft@same" / "seed0" / "config.yaml").read_text())["train"]["lr"] == sft_lr
+    assert "sft@same at sft's rate" in res.stdout + res.stderr
+
+
+def test_a_control_whose_parent_is_not_tuned_is_refused(tmp_path):
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(TINY))
+    res = compare("--config", str(tmp_path / "c.yaml"), "--tune", "--methods", "sft@same,grpo", "--out",
+                  str(tmp_path / "out"), "--no-progress", GCFRAME_CACHE=str(tmp_path / "cache"))
+    assert res.returncode == 2 and "methods.sft@same.rate_of is sft, which this comparison does not tune" in res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "out").exists()  # refused before a base or a folder
 
 
 def test_the_intervention_trains_on_correct_samples_only(tuned):
