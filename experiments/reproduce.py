@@ -202,9 +202,8 @@ RECIPES = {
         "(analysis.interaction)", "compare", "rft_vs_online.yaml",
         [0, 1, 2], args=["--tune"], quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "rft,online_rft"]),
     "rft_vs_online_same_rate": Recipe(
-        "the same arms at one shared rate (train.lr 5e-5), beside the tuned ones", "compare", "rft_vs_online.yaml",
-        [0, 1, 2], args=["--methods", "rft,online_rft,online_rft@filled,rft@fresh_pool,rft@thinned,"
-                                      "online_rft@filled_same"],  # @filled_slow is @filled here
+        "RFT, online RFT and @filled at one shared rate (train.lr 5e-5), beside the tuned ones", "compare", "rft_vs_online.yaml",
+        [0, 1, 2], args=["--methods", "rft,online_rft,online_rft@filled"],
         quick=["--quick", "--methods", "rft,online_rft"]),
     "slip_sweep": Recipe("the annotator's slip rate as a dial: the default comparison at slip 0, 0.4, 0.8 and 0.9 "
                          "(sft, sft_filtered and three RL methods, 3 seeds, a base per seed) and each RL method's "
