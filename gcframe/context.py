@@ -66,14 +66,15 @@ class Context:
 
     # -- data order: the same seeded order on every process; each process takes its own shard ----------------
     def draw(self, dataset, n: int, name: str) -> list[dict]:
-        """The next n rows of a seeded endless shuffle of `dataset` (global), this process's 1/world share."""
+        """The next n rows of a seeded endless shuffle of `dataset` (global), this process's 1/world share. A dataset
+        whose length changed under the same name (RFT's pool sampled afresh) starts a new shuffle of itself."""
         if n % self.world:
             raise UserError(f"{n} sequences per step cannot be split over {self.world} processes: "
                             "make prompts_per_step a multiple of the number of processes")
         order, pos = self._orders.get(name, (torch.empty(0, dtype=torch.long), 0))
         idx = []
         while len(idx) < n:
-            if pos >= len(order):
+            if pos >= len(order) or len(order) != len(dataset):
                 order, pos = torch.randperm(len(dataset), generator=self.rng), 0
             take = min(n - len(idx), len(order) - pos)
             idx += order[pos:pos + take].tolist()

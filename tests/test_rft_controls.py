@@ -53,6 +53,30 @@ def test_rft_pool_is_sampled_afresh_every_regenerate_every_steps():
     assert rft().cfg.regenerate_every == 0
 
 
+def test_a_pool_sampled_afresh_at_another_size_is_drawn_from_in_full():
+    """The real draw (Context.draw): a regenerated pool of another size (its last rollout's overshoot differs) starts
+    a new shuffle of itself; the old pool's order would index past a smaller pool's end."""
+    from gcframe.context import Context
+
+    state = type("Ctx", (), {})()  # only what Context.draw reads
+    state.rng, state._orders, state.rank, state.world = torch.Generator().manual_seed(0), {}, 0, 1
+    m = rft(regenerate_every=2)
+    m.ctx.draw = lambda pool, n, name: Context.draw(state, pool, n, name)
+    sizes = iter([5, 9, 3])  # the pools built at steps 2, 4 and 6, each another size than the one before
+
+    def build_pool():
+        n = next(sizes)
+        m.pool = [{"prompt": f"{i}+0=", "completion": str(i), "answer": str(i)} for i in range(n)]
+        return {"pool_size": n}
+
+    m.build_pool = build_pool
+    for step in range(7):
+        b = m.collect(step)  # B·G = 8 rows a step
+        drawn = {t["prompt"] for t in b.texts}
+        assert len(b) == 8 and drawn <= {r["prompt"] for r in m.pool}  # every row from the pool of this step
+    assert len(state._orders["rft_pool"][0]) == 3  # the last pool's own shuffle
+
+
 @pytest.mark.parametrize("options, msg", [({"gc_share": 0.0}, "gc_share must be in"),
                                           ({"gc_share": 1.5}, "gc_share must be in"),
                                           ({"regenerate_every": -1}, "regenerate_every must be >= 0")])
