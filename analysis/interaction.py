@@ -66,6 +66,61 @@ def interaction(df: pd.DataFrame, a: str, b: str, early: int, late: int) -> dict
     return out
 
 
+STEP_OUTCOMES = "problems_by_step.csv.gz"
+"""A result's per-problem outcomes at every evaluation of its runs (method, seed, step, problem, greedy): what
+interaction.csv and by_step.csv are computed from."""
+
+
+def by_step(df: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
+    """A − B at every evaluated step after 0, for every pair of `methods` (in their order), each with its interval."""
+    from analysis import paired
+
+    rows = []
+    for i, a in enumerate(methods):
+        for b in methods[i + 1:]:
+            for step in sorted(set(df["step"]) - {0}):
+                at = df[df["step"] == step]
+                if not {a, b} <= set(at["method"]):
+                    continue
+                r = paired.paired_difference(at, a, b, "greedy")
+                rows.append({"a": a, "b": b, "step": step, "Δ": r["diff"], "lo": r["lo"], "hi": r["hi"],
+                             "separated": r["separated"]})
+    return pd.DataFrame(rows)
+
+
+def write(runs: Path, results: Path, prefix: str = "", early: int = 200) -> bool:
+    """interaction.csv (every pair of the runs' methods, step `early` against the last), by_step.csv (every pair at
+    every step) and problems_by_step.csv.gz, each name after `prefix`, when the runs evaluated the *test* problems at
+    two or more steps after 0 (findings are made on test only); False, nothing written, otherwise."""
+    import gzip
+    import io
+
+    import yaml
+
+    made = yaml.safe_load((Path(runs) / "config.yaml").read_text())
+    if (made.get("train") or {}).get("eval_split") != "test":
+        return False
+    try:
+        df = outcomes_at(Path(runs))
+    except UserError:
+        return False
+    steps = sorted(set(df["step"]) - {0})
+    if len(steps) < 2:
+        return False
+    early = early if early in steps else steps[0]
+    methods = [m for m in made.get("methods_run") or sorted(df["method"].unique()) if m in set(df["method"])]
+    pairs = [interaction(df, a, b, early, steps[-1]) for i, a in enumerate(methods) for b in methods[i + 1:]]
+    pd.DataFrame(pairs).to_csv(results / f"{prefix}interaction.csv", index=False, float_format="%.4f")
+    by_step(df, methods).to_csv(results / f"{prefix}by_step.csv", index=False, float_format="%.4f")
+    frame = df.sort_values(["method", "seed", "step", "problem"], kind="stable")
+    buf = io.StringIO()
+    frame.to_csv(buf, index=False, float_format="%.6g")
+    with open(results / f"{prefix}{STEP_OUTCOMES}", "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0,
+                                                                             filename="") as gz:
+        gz.write(buf.getvalue().encode())  # the same bytes for the same outcomes
+    return True
+
+
 def table(out: Path, early: int, against: str) -> pd.DataFrame:
     df = outcomes_at(out)
     if against not in set(df["method"]):

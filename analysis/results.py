@@ -49,7 +49,8 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
     report's table), change.csv (the change from step 0, and late in the run), why.csv (what the
     logs show), matched.csv (equal compute), time.csv (where the time goes), pairs.csv, findings.csv (§5.2),
     design.csv and findings.md (the paired test: analysis.findings), pairs.png (its greedy pairs as a matrix),
-    evals.csv (every evaluation of every run: `write_evals`),
+    evals.csv (every evaluation of every run: `write_evals`), interaction.csv, by_step.csv and
+    problems_by_step.csv.gz where the runs evaluated the test problems at several steps (analysis.interaction),
     curves.png, gc_view.png, config.yaml, env.json, each name after `prefix` (an earlier stage of the same result).
     The processes that ran its cells (env.json, env.resume*.json) must share one environment."""
     from analysis import report
@@ -87,6 +88,10 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
             pd.DataFrame(report.gc_off_rows(tables)).to_csv(results / f"{prefix}gc_off_policy.csv", index=False)
     write_outcomes(tables, results / f"{prefix}{OUTCOMES}")
     write_evals(tables, results / f"{prefix}evals.csv")
+    from analysis import interaction
+
+    if interaction.write(runs, results, prefix):  # the test problems at several steps of the same runs
+        print(f"{results}: the step x method interaction ({prefix}interaction.csv, {prefix}by_step.csv)")
     write_base_curve(runs, results / f"{prefix}base_curve.csv")
     if (runs / "tune" / "tune.csv").is_file():  # compare.py --tune: every trial's validation accuracy, the figure
         from analysis import tuning

@@ -40,3 +40,33 @@ def test_a_method_without_the_early_step_is_one_line(tmp_path):
         interaction(outcomes_at(tmp_path), "online_rft", "rft", 200, 1000)
     with pytest.raises(UserError, match="--against ppo: not among the runs"):
         table(tmp_path, 200, "ppo")
+
+
+def test_a_result_writes_every_pair_at_every_step_from_test_evaluations_only(tmp_path):
+    import gzip
+
+    import pandas as pd
+    import yaml
+
+    from analysis.interaction import write as write_result
+
+    runs = write(tmp_path / "runs")
+    (runs / "config.yaml").write_text(yaml.safe_dump({"methods_run": ["rft", "online_rft"],
+                                                      "train": {"eval_split": "test"}}))
+    res = tmp_path / "res"
+    res.mkdir()
+    assert write_result(runs, res)
+    inter = pd.read_csv(res / "interaction.csv")
+    # the pair in methods_run's order: rft − online_rft = −(online_rft − rft): +0.25 at 200, −0.25 at 1000, −0.5
+    assert inter[["a", "b"]].values.tolist() == [["rft", "online_rft"]]
+    assert inter[["Δ early", "Δ late", "Δ interaction"]].values.tolist() == [[0.25, -0.25, -0.5]]
+    steps = pd.read_csv(res / "by_step.csv")
+    assert steps["step"].tolist() == [200, 1000] and steps["Δ"].tolist() == [0.25, -0.25]
+    with gzip.open(res / "problems_by_step.csv.gz", "rt") as f:
+        rows = pd.read_csv(f)
+    assert len(rows) == 2 * 2 * 2 * 4 and rows["greedy"].sum() == 2 * (2 + 2 + 1 + 3)  # methods × seeds × steps × 4
+    # validation evaluations choose; they make no finding: nothing is written for them
+    (runs / "config.yaml").write_text(yaml.safe_dump({"train": {"eval_split": "validation"}}))
+    other = tmp_path / "other"
+    other.mkdir()
+    assert not write_result(runs, other) and not list(other.iterdir())
