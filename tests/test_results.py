@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -341,3 +342,18 @@ def test_a_second_process_waits_while_another_holds_a_claim_and_not_after(tmp_pa
         worker.wait()
     done.unlink()
     assert reproduce.wait_for(tmp_path, done, "the stage", poll_s=0.01) is False  # its owner is gone: a dead claim
+
+
+def test_every_published_curve_fit_publishes_the_evaluations_it_was_fitted_on():
+    """A result with compute-performance fits (<prefix>curves_per_run.csv) holds every evaluation of every run beside
+    them (<prefix>evals.csv), so a reader refits any run (analysis.curves.run_fits; a claim test does it for
+    default_long)."""
+    fits = sorted((ROOT / "results").rglob("*curves_per_run.csv"))
+    assert len(fits) >= 4
+    for f in fits:
+        prefix = f.name.removesuffix("curves_per_run.csv")
+        evals = f.with_name(f"{prefix}evals.csv")
+        assert evals.is_file(), f"{f.relative_to(ROOT)} has no {evals.name} beside it"
+        runs = pd.read_csv(f)[["method", "seed"]].astype(str)
+        have = pd.read_csv(evals)[["method", "seed"]].astype(str).drop_duplicates()
+        assert set(map(tuple, runs.values)) <= set(map(tuple, have.values)), f
