@@ -71,6 +71,18 @@ STEP_OUTCOMES = "problems_by_step.csv.gz"
 interaction.csv and by_step.csv are computed from."""
 
 
+def shown(pairs: list[dict]) -> pd.DataFrame:
+    """interaction.csv: a row per pair, A − B at the early and the last step and their difference, each as
+    '+0.068 [+0.049, +0.087]', and whether the difference is separated from 0 (the ordering changes with length)."""
+    def iv(r, name):
+        return f"{r[f'Δ {name}']:+.3f} [{r[f'{name} lo']:+.3f}, {r[f'{name} hi']:+.3f}]"
+
+    return pd.DataFrame([{"a − b": f"{r['a']} − {r['b']}", f"at step {r['early']}": iv(r, "early"),
+                          f"at step {r['late']}": iv(r, "late"), "change (interaction)": iv(r, "interaction"),
+                          "changes with length": "yes" if r["interaction separated"] else "no",
+                          "seeds": r["seeds"], "problems": r["problems"]} for r in pairs])
+
+
 def by_step(df: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
     """A − B at every evaluated step after 0, for every pair of `methods` (in their order), each with its interval."""
     from analysis import paired
@@ -110,7 +122,7 @@ def write(runs: Path, results: Path, prefix: str = "", early: int = 200) -> bool
     early = early if early in steps else steps[0]
     methods = [m for m in made.get("methods_run") or sorted(df["method"].unique()) if m in set(df["method"])]
     pairs = [interaction(df, a, b, early, steps[-1]) for i, a in enumerate(methods) for b in methods[i + 1:]]
-    pd.DataFrame(pairs).to_csv(results / f"{prefix}interaction.csv", index=False, float_format="%.4f")
+    shown(pairs).to_csv(results / f"{prefix}interaction.csv", index=False)
     by_step(df, methods).to_csv(results / f"{prefix}by_step.csv", index=False, float_format="%.4f")
     frame = df.sort_values(["method", "seed", "step", "problem"], kind="stable")
     buf = io.StringIO()

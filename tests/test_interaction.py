@@ -58,8 +58,9 @@ def test_a_result_writes_every_pair_at_every_step_from_test_evaluations_only(tmp
     assert write_result(runs, res)
     inter = pd.read_csv(res / "interaction.csv")
     # the pair in methods_run's order: rft − online_rft = −(online_rft − rft): +0.25 at 200, −0.25 at 1000, −0.5
-    assert inter[["a", "b"]].values.tolist() == [["rft", "online_rft"]]
-    assert inter[["Δ early", "Δ late", "Δ interaction"]].values.tolist() == [[0.25, -0.25, -0.5]]
+    assert inter["a − b"].tolist() == ["rft − online_rft"] and inter["changes with length"].tolist() == ["no"]
+    assert [inter.loc[0, c].split(" [")[0] for c in ("at step 200", "at step 1000", "change (interaction)")] == \
+        ["+0.250", "-0.250", "-0.500"]
     steps = pd.read_csv(res / "by_step.csv")
     assert steps["step"].tolist() == [200, 1000] and steps["Δ"].tolist() == [0.25, -0.25]
     with gzip.open(res / "problems_by_step.csv.gz", "rt") as f:
