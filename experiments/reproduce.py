@@ -198,13 +198,9 @@ RECIPES = {
     "rft_vs_online": Recipe(
         "DeepSeekMath §5.2.1 in one design: RFT, online RFT and @filled, each rate tuned at 1,000 steps (2 seeds), and "
         "the controls at their parent's rate (RFT's pool sampled afresh, RFT thinned, @filled on fixed prompts, @filled "
-        "at online RFT's rate), 3 seeds from the default's bases, test problems at steps 200-1,000 in the same runs "
+        "at online RFT's rate, RFT at online RFT's rate), 3 seeds from the default's bases, test problems at steps 200-1,000 in the same runs "
         "(analysis.interaction)", "compare", "rft_vs_online.yaml",
         [0, 1, 2], args=["--tune"], quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "rft,online_rft"]),
-    "rft_vs_online_same_rate": Recipe(
-        "RFT, online RFT and @filled at one shared rate (train.lr 5e-5), beside the tuned ones", "compare", "rft_vs_online.yaml",
-        [0, 1, 2], args=["--methods", "rft,online_rft,online_rft@filled"],
-        quick=["--quick", "--methods", "rft,online_rft"]),
     "slip_sweep": Recipe("the annotator's slip rate as a dial: the default comparison at slip 0, 0.4, 0.8 and 0.9 "
                          "(sft, sft_filtered and three RL methods, 3 seeds, a base per seed) and each RL method's "
                          "greedy gain over the better SFT baseline", "command",
