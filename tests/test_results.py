@@ -90,6 +90,9 @@ def test_commits_count_as_one_environment_only_where_the_run_code_is_the_same(tm
     assert envinfo.same_run_code(commits[0], commits[1], tmp_path)
     assert not envinfo.same_run_code(commits[1], commits[2], tmp_path)
     assert not envinfo.same_run_code(commits[0], "f" * 40, tmp_path)  # a commit git does not have: not the same
+    # asked from inside the package (envinfo.ROOT is gcframe/), the paths are still the repository's
+    assert not envinfo.same_run_code(commits[1], commits[2], tmp_path / "gcframe")
+    assert envinfo.same_run_code(commits[0], commits[1], tmp_path / "gcframe")
     assert results._same_env([ENV, {**ENV, "commit": ENV["commit"]}]) == ENV
     with pytest.raises(UserError, match="different environments \\(commit differ\\)"):
         results._same_env([ENV, {**ENV, "commit": "f" * 40}])

@@ -102,8 +102,9 @@ def same_run_code(a: str, b: str, root: Path = ROOT) -> bool:
     docs, tests, configs or scripts around it ran the same code. False where git cannot tell (no checkout, a
     commit it does not have)."""
     try:
-        r = subprocess.run(["git", "-C", str(root), "diff", "--quiet", a, b, "--", *RUN_CODE], capture_output=True,
-                           timeout=10)
+        r = subprocess.run(["git", "-C", str(root), "diff", "--quiet", a, b, "--",
+                            *(f":(top){p}" for p in RUN_CODE)],  # from the repository's top, wherever root is in it
+                           capture_output=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return False
     return r.returncode == 0
