@@ -135,9 +135,11 @@ def test_rft_mechanism():
           "further from π_ref, at KL 0.28–0.74 (neither method has a KL term).",
           "they do not say which of these differences causes the reversal",
           "An intervention on the comparison from the base finished on 600 correct demonstrations "
-          "([`results/default_scarce`](default.md#online-rft-against-rft-an-intervention)) changes only the second "
-          "difference", "It is not repeated on this map's levels.")
-    for cause in ("scales its step by the acceptance rate", "no anchor to π_ref", "The cause is"):
+          "([`results/default_scarce`](default.md#an-intervention-from-the-600-correct-demonstration-base)) changes "
+          "the second difference", "but the variant also drew more prompts per step at a higher rate",
+          "none of the three moves online RFT", "It is not repeated on this map's levels.")
+    for cause in ("scales its step by the acceptance rate", "no anchor to π_ref", "The cause is",
+                  "is what puts online RFT below RFT"):
         assert cause not in PAGE.read_text(), cause  # asserted causes the data contradicts (AdamW, the KL)
     assert _span(_mech("rft", "eval_kl_ref_end").values(), "0.03", "0.04")
     assert _span(_mech("online_rft", "eval_kl_ref_end").values(), "0.28", "0.74")

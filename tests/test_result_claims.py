@@ -1611,3 +1611,111 @@ def test_the_smollm2_slip_recipe_time_and_its_rows():
     both = new.merge(old, on=key, suffixes=("", "_dpo"))
     assert len(new) == len(old) == len(both) == 10500
     assert all((both[c] == both[f"{c}_dpo"]).all() for c in ("greedy", "majk", "passk", "pass1"))
+
+
+# -- §5.2.1 inside one design (results/rft_vs_online/, docs/results/default.md) ----------------------------------------
+def _iv(cell: str) -> tuple[float, float, float]:
+    """'+0.068 [-0.125, +0.261]' -> (0.068, -0.125, 0.261)."""
+    d, rest = cell.split(" [")
+    lo, hi = rest.rstrip("]").split(", ")
+    return float(d), float(lo), float(hi)
+
+
+def _flip(cell: str) -> str:
+    """B − A of a written A − B: '+0.052 [+0.004, +0.100]' <- '-0.052 [-0.100, -0.004]'."""
+    d, lo, hi = _iv(cell)
+    return f"{-d:+.3f} [{-hi:+.3f}, {-lo:+.3f}]".replace("-", "−")
+
+
+def test_the_one_design_rft_against_online_rft():
+    """The default page's §5.2.1 section: the design (rates tuned at 1,000 steps on 2 seeds, controls at their parents'
+    rates), the interaction of online RFT and RFT, the pool, the controls that move nothing, the identical arm."""
+    import gzip
+    import json
+
+    import yaml
+
+    page = _page("default.md")
+    cfg = yaml.safe_load((ROOT / "experiments" / "configs" / "rft_vs_online.yaml").read_text())
+    made = yaml.safe_load((RESULTS / "rft_vs_online" / "config.yaml").read_text())
+    t = cfg["train"]
+    assert (t["steps"], t["eval_every"], t["eval_split"], t["eval_size"], cfg["run"]["seeds"]) == \
+        (1000, 200, "test", 500, [0, 1, 2])
+    assert cfg["tune"]["steps"] == 1000 and cfg["tune"]["seeds"] == [0, 1] and len(cfg["tune"]["lr"]) == 4
+    assert cfg["sft_base"]["per_seed"] and cfg["task"]["demo_slip"] == 0.8  # the default's bases
+    m = cfg["methods"]
+    assert m["rft@fresh_pool"] == {"regenerate_every": 32, "rate_of": "rft"}
+    assert m["rft@thinned"] == {"gc_share": 0.6, "rate_of": "rft"}
+    assert m["online_rft@filled_same"]["fill_prompts"] == "same" and m["rft@online_rate"] == {"rate_of": "online_rft"}
+    assert 4096 == 32 * t["prompts_per_step"] * t["group_size"] and round(1000 * 128 / 4096) == 31
+    _says(page, "RFT's pool of 4,096 correct samples drawn afresh from the frozen base every 32 steps, so each sample is "
+                "used about once, against one pool reused about 31 times",
+          "the 500 test problems evaluated at steps 200, 400, …, 1,000 in the same runs, 3 seeds",
+          "(4 rates, 1,000-step trials on 2 seeds, scored on validation: `tuning.csv`)",
+          "only 0.6 of each step's samples carry GC = 1", "drawing its further samples from the step's own 16 prompts")
+    lr = {k: (made["methods"].get(k) or {}).get("train", {}).get("lr") for k in made["methods_run"]}
+    assert lr["online_rft@filled"] == lr["online_rft"] == lr["online_rft@filled_slow"] == lr["rft@online_rate"] == 5e-5
+    assert lr["rft"] == lr["rft@fresh_pool"] == lr["rft@thinned"] == 1.5e-4
+    inter = _csv("rft_vs_online/interaction.csv").set_index("a − b")
+
+    def row(a, b):
+        return inter.loc[f"{a} − {b}"]
+
+    r = row("rft", "online_rft")
+    _says(page, "Online RFT is ahead of RFT at step 200, +0.052 [+0.004, +0.100], and at step 1,000, +0.120 [−0.004, "
+                "+0.244]. The change between the two, +0.068 [−0.125, +0.261], is not separated from 0")
+    assert [_flip(r[c]) for c in ("at step 200", "at step 1000", "change (interaction)")] == \
+        ["+0.052 [+0.004, +0.100]", "+0.120 [−0.004, +0.244]", "+0.068 [−0.125, +0.261]"]
+    assert r["changes with length"] == "no" and _iv(r["at step 200"])[2] < 0  # separated at 200, not the change
+    assert _pair("rft_vs_online", "online_rft", "rft") == "+0.120 [-0.004, +0.244]"  # the final models: step 1,000
+    s = _csv("rft_vs_online/summary.csv")
+    fin = s[s["method"] == "rft"]["final_accuracy"].astype(float)
+    assert f"{fin.min():.3f}–{fin.max():.3f}" == "0.774–0.888"
+    _says(page, "RFT's seeds end far apart (0.774–0.888)",
+          "the interaction between RFT and an online arm is known to ±0.19–0.20, among the online arms to ±0.02–0.04")
+    online = ["online_rft", "online_rft@filled", "online_rft@filled_same"]
+
+    def half(a, b):
+        _, lo, hi = _iv(row(a, b)["change (interaction)"])
+        return (hi - lo) / 2
+
+    assert _within([half("rft", o) for o in online], "0.19", "0.20")
+    assert _within([half(a, b) for a, b in (online[:2], online[::2], online[1:])], "0.02", "0.04")
+    f = row("rft", "rft@fresh_pool")
+    _says(page, "RFT gains +0.079 [+0.015, +0.142] at step 1,000 (+0.034 [−0.016, +0.084] at step 200). It is then not "
+                "separated from online RFT (−0.041 [−0.110, +0.027]).",
+          "It pays in generation: 1,078,647 pool tokens against RFT's 33,517 and online RFT's 440,529.")
+    assert (_flip(f["at step 1000"]), _flip(f["at step 200"])) == ("+0.079 [+0.015, +0.142]", "+0.034 [−0.016, +0.084]")
+    assert _flip(row("online_rft", "rft@fresh_pool")["at step 1000"]) == "−0.041 [−0.110, +0.027]"
+    tab = _csv("rft_vs_online/table.csv").set_index("method")["generated tokens"]
+    assert (tab["rft@fresh_pool"], tab["rft"]) == ("0 + 1,078,647 pool", "0 + 33,517 pool")
+    assert tab["online_rft"].startswith("440,529 ")
+    _says(page, "thinning RFT to 0.6 gradient-carrying samples: +0.005 [−0.015, +0.026]",
+          "filling online RFT to 128 correct samples a step: −0.001 [−0.024, +0.023]",
+          "fixing @filled's prompts to the step's 16: −0.002 [−0.030, +0.026]",
+          "RFT at online RFT's rate against RFT at its own: −0.020 [−0.042, +0.002]. At that shared rate online RFT "
+          "leads RFT by +0.085 [+0.056, +0.113] at step 200 and +0.140 [−0.005, +0.285] at step 1,000.")
+    assert [_flip(row(a, b)["at step 1000"]) for a, b in (
+        ("rft", "rft@thinned"), ("online_rft", "online_rft@filled"), ("online_rft@filled", "online_rft@filled_same"),
+        ("rft", "rft@online_rate"))] == ["+0.005 [−0.015, +0.026]", "−0.001 [−0.024, +0.023]",
+                                         "−0.002 [−0.030, +0.026]", "−0.020 [−0.042, +0.002]"]
+    shared = row("online_rft", "rft@online_rate")
+    assert (shared["at step 200"], shared["at step 1000"]) == ("+0.085 [+0.056, +0.113]", "+0.140 [-0.005, +0.285]")
+    assert 128 == t["prompts_per_step"] * t["group_size"] and t["prompts_per_step"] == 16
+    with gzip.open(RESULTS / "rft_vs_online" / "problems_by_step.csv.gz", "rt") as fh:
+        steps = pd.read_csv(fh)
+    same = [steps[steps["method"] == m].drop(columns="method").reset_index(drop=True)
+            for m in ("online_rft@filled", "online_rft@filled_slow")]
+    assert same[0].equals(same[1]) and sorted(same[0]["step"].unique()) == [0, 200, 400, 600, 800, 1000]
+    _says(page, "The tuning gave `online_rft@filled` online RFT's rate (5e-5)",
+          "Its outcomes equal @filled's on every problem at every step")
+    env = json.loads((RESULTS / "rft_vs_online" / "env.json").read_text())
+    assert env["commit"].startswith("fe755f0")
+    _says(page, "(The tuning began at commit fe755f0, before `rate_of`, and the runs were trained at 1f0fc41.")
+    # the scarce base's intervention, as it stands now: what it changed besides the count
+    _says(page, "@filled drew about 42 prompts a step against online RFT's 16 (2.64 rollouts of 16), and its tuned rate "
+                "was three times online RFT's (1.5e-4 against 5e-5)")
+    assert round(2.64 * 16) == 42
+    scarce = yaml.safe_load((RESULTS / "default_scarce" / "config.yaml").read_text())["methods"]
+    assert scarce["online_rft@filled"]["train"]["lr"] == 1.5e-4 == pytest.approx(3 * scarce["online_rft"]["train"]["lr"])
+    assert "So that reversal came from the number of correct samples" not in page
