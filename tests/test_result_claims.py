@@ -1077,6 +1077,7 @@ def test_curves_page_and_readme_sentence():
     assert _pair("default_long", "grpo", "online_rft") == "-0.047 [-0.095, -0.000]"
     _says(page, "On the test problems at 1,000 steps online RFT leads RFT by +0.068 [+0.049, +0.087]",
           "RFT's pool of 4,096 reused about 31 times", "GRPO trails online RFT by −0.047 [−0.095, −0.000]",
+          "online RFT is ahead from step 200 on and only RFT's pool reuse moves the gap",
           "Online RFT's ceiling is above RFT's (+0.059), while RFT reaches the common level with 3.73 [1.82, 7.67] times "
           "less compute. GRPO is below online RFT on both: ceiling −0.062 [−0.086, −0.037], 1.80 times the compute to "
           "the common level.")
