@@ -20,19 +20,33 @@ def _column(metric: str) -> str:
     return "pass1" if metric == "pass@1" else COLUMN[re.sub(r"@\d+$", "", metric)]
 
 
-def _recomputed(out: pd.DataFrame, a: str, b: str, metric: str) -> tuple[str, str, str]:
-    """a − b on `metric` by the paired test, over the rows where its column is filled (greedy may be re-scored on
-    more problems than the last evaluation sampled, as on smollm2) -> (the interval as published, seeds, problems)."""
+def _pairs(out: pd.DataFrame):
+    """-> a function (a, b, column) -> the rows of methods a and b where that column is filled (greedy may be re-scored
+    on more problems than the last evaluation sampled, as on smollm2): each method's rows split out once, not found
+    again for every pair."""
+    split: dict = {}
+
+    def rows(a: str, b: str, col: str) -> pd.DataFrame:
+        if col not in split:
+            split[col] = dict(iter(out.dropna(subset=[col]).groupby("method", sort=False)))
+        return pd.concat([split[col][a], split[col][b]])
+    return rows
+
+
+def _recomputed(rows, a: str, b: str, metric: str) -> tuple[str, str, str]:
+    """a − b on `metric` by the paired test (`rows`: a `_pairs` function) -> (the interval as published, seeds,
+    problems)."""
     col = _column(metric)
-    r = paired_difference(out.dropna(subset=[col]), a, b, col)
+    r = paired_difference(rows(a, b, col), a, b, col)
     return f"{r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]", str(r["n_seeds"]), str(r["n_problems"])
 
 
 def _subgroup(name: str, out: pd.DataFrame, table: pd.DataFrame):
-    """-> a function (subgroup name -> the outcomes of its problems); the task built from the result's config.yaml
-    says which test problem is in which (analysis.findings.problem_subgroups)."""
+    """-> a function (subgroup name -> a `_pairs` function on the outcomes of its problems); the task built from the
+    result's config.yaml says which test problem is in which (analysis.findings.problem_subgroups)."""
     if "subgroup" not in table or (table["subgroup"] == "all").all():
-        return lambda group: out
+        every = _pairs(out)
+        return lambda group: every
     from types import SimpleNamespace
 
     import yaml
@@ -42,7 +56,8 @@ def _subgroup(name: str, out: pd.DataFrame, table: pd.DataFrame):
     cfg = yaml.safe_load((RESULTS / name / "config.yaml").read_text())
     groups = problem_subgroups(SimpleNamespace(configs={("result", 0): cfg}))
     assert set(out["problem"]) <= set(groups), name
-    return lambda group: out if group == "all" else out[out["problem"].map(groups) == group]
+    by = {"all": _pairs(out), **{g: _pairs(f) for g, f in out.groupby(out["problem"].map(groups))}}
+    return lambda group: by[group]
 
 
 def test_every_result_with_paired_findings_publishes_its_outcomes():
@@ -78,9 +93,9 @@ def test_every_gain_over_the_base_is_recomputed_from_the_outcomes(name):
     out = pd.read_csv(RESULTS / name / "problems.csv.gz")
     gains = pd.read_csv(RESULTS / name / "gains.csv", dtype=str)
     assert len(gains) > 0
-    on = _subgroup(name, out, gains)
+    on, methods = _subgroup(name, out, gains), set(out["method"])
     for _, row in gains.iterrows():
-        assert row["over"] in set(out["method"]), (name, row["over"])
+        assert row["over"] in methods, (name, row["over"])
         group = row.get("subgroup", "all")
         assert _recomputed(on(group), row["method"], row["over"], row["metric"]) == \
             (row["gain [95% interval]"], row["seeds"], row["problems"]), (name, row["method"], row["metric"], group)
