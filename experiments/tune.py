@@ -139,15 +139,14 @@ def tune(cfg, names: list[str], out: Path, run_cells, **ctx):
     if acc.is_main_process:
         _write_csv(out / TUNE_DIR, tcfg, results, chosen, spec)
     cfg = copy.deepcopy(cfg)
-    for label, parent in follow.items():
+    for label in names:
+        parent = follow.get(label, label)
         opts = dict(cfg.methods.get(label) or {})
         opts["train"] = {**(opts.get("train") or {}), "lr": chosen[parent]}
         cfg.methods[label] = opts
-        acc.print(f"{label:>12}: lr {chosen[parent]:g} ({parent}'s)")
-    for label in own:
-        opts = dict(cfg.methods.get(label) or {})
-        opts["train"] = {**(opts.get("train") or {}), "lr": chosen[label]}
-        cfg.methods[label] = opts
+        if label in follow:
+            acc.print(f"{label:>12}: lr {chosen[parent]:g} ({parent}'s)")
+            continue
         tried = sorted(lr for (lab, lr) in results if lab == label)
         acc.print(f"{label:>12}: lr {chosen[label]:g} (validation accuracy "
                   f"{results[(label, chosen[label])][0]:.3f}; " + ", ".join(
