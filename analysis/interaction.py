@@ -104,10 +104,9 @@ def write(runs: Path, results: Path, prefix: str = "", early: int = 200) -> bool
     """interaction.csv (every pair of the runs' methods, step `early` against the last), by_step.csv (every pair at
     every step) and problems_by_step.csv.gz, each name after `prefix`, when the runs evaluated the *test* problems at
     two or more steps after 0 (findings are made on test only); False, nothing written, otherwise."""
-    import gzip
-    import io
-
     import yaml
+
+    from analysis.results import write_csv_gz
 
     made = yaml.safe_load((Path(runs) / "config.yaml").read_text())
     if (made.get("train") or {}).get("eval_split") != "test":
@@ -124,12 +123,8 @@ def write(runs: Path, results: Path, prefix: str = "", early: int = 200) -> bool
     pairs = [interaction(df, a, b, early, steps[-1]) for i, a in enumerate(methods) for b in methods[i + 1:]]
     shown(pairs).to_csv(results / f"{prefix}interaction.csv", index=False)
     by_step(df, methods).to_csv(results / f"{prefix}by_step.csv", index=False, float_format="%.4f")
-    frame = df.sort_values(["method", "seed", "step", "problem"], kind="stable")
-    buf = io.StringIO()
-    frame.to_csv(buf, index=False, float_format="%.6g")
-    with open(results / f"{prefix}{STEP_OUTCOMES}", "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0,
-                                                                             filename="") as gz:
-        gz.write(buf.getvalue().encode())  # the same bytes for the same outcomes
+    write_csv_gz(df.sort_values(["method", "seed", "step", "problem"], kind="stable"),
+                 results / f"{prefix}{STEP_OUTCOMES}")  # the same bytes for the same outcomes
     return True
 
 

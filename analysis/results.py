@@ -135,7 +135,11 @@ def write_outcomes(tables, path: Path) -> None:
     if base is not None:
         frame = pd.concat([frame, base], ignore_index=True)
     cols = [c for c in ("method", "seed", "problem", "greedy", "majk", "passk", "pass1", "k") if c in frame]
-    frame = frame[cols].sort_values(["method", "seed", "problem"], kind="stable")
+    write_csv_gz(frame[cols].sort_values(["method", "seed", "problem"], kind="stable"), path)
+
+
+def write_csv_gz(frame: pd.DataFrame, path: Path) -> None:
+    """A gzip-compressed CSV written the same bytes for the same rows (no time or name in its header)."""
     import gzip
     import io
 
