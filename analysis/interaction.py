@@ -100,32 +100,27 @@ def by_step(df: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def write(runs: Path, results: Path, prefix: str = "", early: int = 200) -> bool:
-    """interaction.csv (every pair of the runs' methods, step `early` against the last), by_step.csv (every pair at
-    every step) and problems_by_step.csv.gz, each name after `prefix`, when the runs evaluated the *test* problems at
-    two or more steps after 0 (findings are made on test only); False, nothing written, otherwise."""
+def tables(runs: Path, early: int = 200) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
+    """(interaction.csv: every pair of the runs' methods, step `early` against the last; by_step.csv: every pair at
+    every step; the per-problem outcomes at every step, problems_by_step.csv.gz) when the runs evaluated the *test*
+    problems at two or more steps after 0 (findings are made on test only), else None. analysis.results writes
+    them."""
     import yaml
-
-    from analysis.results import write_csv_gz
 
     made = yaml.safe_load((Path(runs) / "config.yaml").read_text())
     if (made.get("train") or {}).get("eval_split") != "test":
-        return False
+        return None
     try:
         df = outcomes_at(Path(runs))
     except UserError:
-        return False
+        return None
     steps = sorted(set(df["step"]) - {0})
     if len(steps) < 2:
-        return False
+        return None
     early = early if early in steps else steps[0]
     methods = [m for m in made.get("methods_run") or sorted(df["method"].unique()) if m in set(df["method"])]
     pairs = [interaction(df, a, b, early, steps[-1]) for i, a in enumerate(methods) for b in methods[i + 1:]]
-    shown(pairs).to_csv(results / f"{prefix}interaction.csv", index=False)
-    by_step(df, methods).to_csv(results / f"{prefix}by_step.csv", index=False, float_format="%.4f")
-    write_csv_gz(df.sort_values(["method", "seed", "step", "problem"], kind="stable"),
-                 results / f"{prefix}{STEP_OUTCOMES}")  # the same bytes for the same outcomes
-    return True
+    return shown(pairs), by_step(df, methods), df.sort_values(["method", "seed", "step", "problem"], kind="stable")
 
 
 def table(out: Path, early: int, against: str) -> pd.DataFrame:

@@ -88,9 +88,7 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
             pd.DataFrame(report.gc_off_rows(tables)).to_csv(results / f"{prefix}gc_off_policy.csv", index=False)
     write_outcomes(tables, results / f"{prefix}{OUTCOMES}")
     write_evals(tables, results / f"{prefix}evals.csv")
-    from analysis import interaction
-
-    if interaction.write(runs, results, prefix):  # the test problems at several steps of the same runs
+    if write_interaction(runs, results, prefix):  # the test problems at several steps of the same runs
         print(f"{results}: the step x method interaction ({prefix}interaction.csv, {prefix}by_step.csv)")
     write_base_curve(runs, results / f"{prefix}base_curve.csv")
     if (runs / "tune" / "tune.csv").is_file():  # compare.py --tune: every trial's validation accuracy, the figure
@@ -136,6 +134,21 @@ def write_outcomes(tables, path: Path) -> None:
         frame = pd.concat([frame, base], ignore_index=True)
     cols = [c for c in ("method", "seed", "problem", "greedy", "majk", "passk", "pass1", "k") if c in frame]
     write_csv_gz(frame[cols].sort_values(["method", "seed", "problem"], kind="stable"), path)
+
+
+def write_interaction(runs: Path, results: Path, prefix: str = "") -> bool:
+    """interaction.csv, by_step.csv and problems_by_step.csv.gz (analysis.interaction.tables), each name after
+    `prefix`, where the runs evaluated the test problems at several steps; False, nothing written, otherwise."""
+    from analysis import interaction
+
+    made = interaction.tables(runs)
+    if made is None:
+        return False
+    pairs, steps, outcomes = made
+    pairs.to_csv(results / f"{prefix}interaction.csv", index=False)
+    steps.to_csv(results / f"{prefix}by_step.csv", index=False, float_format="%.4f")
+    write_csv_gz(outcomes, results / f"{prefix}{interaction.STEP_OUTCOMES}")  # the same bytes for the same outcomes
+    return True
 
 
 def write_csv_gz(frame: pd.DataFrame, path: Path) -> None:

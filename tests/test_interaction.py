@@ -48,7 +48,7 @@ def test_a_result_writes_every_pair_at_every_step_from_test_evaluations_only(tmp
     import pandas as pd
     import yaml
 
-    from analysis.interaction import write as write_result
+    from analysis.results import write_interaction as write_result
 
     runs = write(tmp_path / "runs")
     (runs / "config.yaml").write_text(yaml.safe_dump({"methods_run": ["rft", "online_rft"],
