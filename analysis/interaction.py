@@ -15,6 +15,7 @@ interval. A "because" about why an ordering turns needs this test, not two folde
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -87,14 +88,12 @@ def by_step(df: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
     """A − B at every evaluated step after 0, for every pair of `methods` (in their order), each with its interval."""
     from analysis import paired
 
+    at = {step: g for step, g in df[df["step"] > 0].groupby("step")}  # each evaluation's outcomes, split once
     rows = []
-    for i, a in enumerate(methods):
-        for b in methods[i + 1:]:
-            for step in sorted(set(df["step"]) - {0}):
-                at = df[df["step"] == step]
-                if not {a, b} <= set(at["method"]):
-                    continue
-                r = paired.paired_difference(at, a, b, "greedy")
+    for a, b in itertools.combinations(methods, 2):
+        for step, g in at.items():
+            if {a, b} <= set(g["method"]):
+                r = paired.paired_difference(g, a, b, "greedy")
                 rows.append({"a": a, "b": b, "step": step, "Δ": r["diff"], "lo": r["lo"], "hi": r["hi"],
                              "separated": r["separated"]})
     return pd.DataFrame(rows)
@@ -119,7 +118,7 @@ def tables(runs: Path, early: int = 200) -> tuple[pd.DataFrame, pd.DataFrame, pd
         return None
     early = early if early in steps else steps[0]
     methods = [m for m in made.get("methods_run") or sorted(df["method"].unique()) if m in set(df["method"])]
-    pairs = [interaction(df, a, b, early, steps[-1]) for i, a in enumerate(methods) for b in methods[i + 1:]]
+    pairs = [interaction(df, a, b, early, steps[-1]) for a, b in itertools.combinations(methods, 2)]
     return shown(pairs), by_step(df, methods), df.sort_values(["method", "seed", "step", "problem"], kind="stable")
 
 
