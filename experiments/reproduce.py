@@ -123,6 +123,13 @@ RECIPES = {
         "compare", "smollm2_slip.yaml", [0, 1, 2],
         args=["--tune"], quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "sft,grpo"],
         base_run=SMOLLM2_SLIP_STAGE, rescore=["--problems", "500", "--k", "4", "--base"]),
+    "smollm2_slip_long": Recipe(
+        "smollm2_slip at 128 steps until the curves flatten: SFT on the accepted demonstrations, RFT, online RFT and "
+        "GRPO, each rate tuned on the 500 validation problems over 2 seeds at 128 steps (extended until interior), 8 "
+        "evaluations per run, 3 seeds, final models and the SFT model on the 500 test problems; past one session: "
+        "resumable", "compare", "smollm2_slip_long.yaml", [0, 1, 2],
+        args=["--tune"], quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "sft_filtered,grpo"],
+        base_run=SMOLLM2_SLIP_STAGE, rescore=["--problems", "500", "--k", "4", "--base"]),
     "smollm2_slip_dpo": Recipe(
         "smollm2_slip with DPO at β 0.1 and 1 beside its six methods (a preference set of the SFT model's samples "
         "judged by the checker), each rate tuned: past 2.5 h of two processes", "compare", "smollm2_slip.yaml",
@@ -348,6 +355,15 @@ def run(cmd: list[str]) -> None:
                         "reproduce command resumes from what it finished")
 
 
+def repo_relative(path: Path) -> str:
+    """A path inside the repository as it is named from the repository's top (every command here runs there), so
+    that the configs a result publishes name no folder of the machine that made it; others as given."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def compare_cells(recipe: Recipe, seeds: list[int], out: Path, quick: bool) -> None:
     """A compare result into one compare.py folder, every seed in it. The first process starts it; a second one
     (or a later one, after a kill) resumes it; compare.py's own claim files (OUT/<method>/seed<k>.claim) then split
@@ -396,7 +412,7 @@ def reproduce(name: str, args) -> Path | None:
             if not args.quick and ("band" in b or "room" in b):
                 check_stage(stage, b)
             model = stage / b["method"] / f"seed{b['seed']}" / "final"
-            recipe = replace(recipe, args=[*recipe.args, "--model", str(model)])
+            recipe = replace(recipe, args=[*recipe.args, "--model", repo_relative(model)])
         if check:
             runs = runs.with_name(f"{name}-seeds{'-'.join(map(str, seeds))}")
             results = runs / "results"

@@ -12,7 +12,8 @@ reports that rate's fit to each method as much as the method. So every method ge
     v(m, η) = mean over tune.seeds of validation accuracy
     η*(m) = argmax_η v(m, η)                         (ties: the smaller rate)
     η* at the grid's edge (tune.extend):             one more rate beyond it, the grid's step on that side
-                                                    (η_0²/η_1 or η_k²/η_{k−1}), same steps and seeds; choose again
+                                                    (η_0²/η_1 or η_k²/η_{k−1}), same steps and seeds; choose again;
+                                                    `extend: N` repeats this up to N times, until η* is interior
 
 and the comparison then runs every method at its η*(m), for every seed, scored on the test problems. The trials go
 to OUT/tune/<label>@lr<η>/seed<k> (a comparison folder of their own; two processes sharing OUT split them by claim
@@ -40,10 +41,10 @@ MIN_RATES = 2
 def check_spec(spec: dict) -> dict:
     """A tune section -> {lr: sorted rates, steps: int or None (train.steps), seeds: [int], extend: bool}; refused
     before anything trains: fewer than 2 rates, a rate <= 0, no seed, unknown keys. `seed: k` is `seeds: [k]`."""
-    unknown = set(spec) - {"lr", "steps", "seed", "seeds", "extend"}
+    unknown = set(spec) - {"lr", "steps", "seed", "seeds", "extend", "eval_size"}
     if unknown:
         raise UserError(f"tune has unknown key(s) {', '.join(sorted(unknown))}: it takes lr (a list of rates), steps, "
-                        "seeds (a list) and extend (true/false)")
+                        "seeds (a list), extend (true/false or a number) and eval_size")
     rates = spec.get("lr")
     if not isinstance(rates, list) or not all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in rates):
         raise UserError(f"tune.lr must be a list of learning rates like [1e-5, 3e-5, 1e-4, 3e-4], got {rates!r}: "
@@ -60,23 +61,43 @@ def check_spec(spec: dict) -> dict:
     steps = spec.get("steps")
     if not isinstance(seeds, list) or not seeds:
         raise UserError(f"tune.seeds must be a non-empty list of seeds like [0, 1], got {seeds!r}")
-    for key, value, low in (("steps", steps, 1), *(("seeds", s, 0) for s in seeds)):
+    eval_size = spec.get("eval_size")
+    for key, value, low in (("steps", steps, 1), ("eval_size", eval_size, 1), *(("seeds", s, 0) for s in seeds)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):
             raise UserError(f"tune.{key} must hold integers >= {low}, got {value!r}")
     if len(set(seeds)) < len(seeds):
         raise UserError(f"tune.seeds lists a seed twice ({seeds}): each trial runs once per seed")
     extend = spec.get("extend", True)
-    if not isinstance(extend, bool):
-        raise UserError(f"tune.extend must be true or false, got {extend!r}")
-    return {"lr": rates, "steps": steps, "seeds": seeds, "extend": extend}
+    if not isinstance(extend, int) or (not isinstance(extend, bool) and extend < 0):
+        raise UserError(f"tune.extend must be true, false or a number of extensions >= 0 (each one more rate beyond "
+                        f"an edge, until the best rate is interior), got {extend!r}")
+    return {"lr": rates, "steps": steps, "seeds": seeds, "extend": extend, "eval_size": eval_size}
 
 
-def edge_rates(chosen: dict, rates: list[float]) -> dict:
-    """{label: the one rate beyond the grid's edge} for every label whose chosen rate is the grid's smallest or
-    largest: the grid's own step on that side, e.g. [1.5e-5, 5e-5, 1.5e-4, 5e-4] at 5e-4 -> 5e-4 · (5e-4/1.5e-4)
-    = 1.67e-3, at 1.5e-5 -> 1.5e-5 · (1.5e-5/5e-5) = 4.5e-6."""
-    low, high = rates[0] * rates[0] / rates[1], rates[-1] * rates[-1] / rates[-2]
-    return {label: (low if lr == rates[0] else high) for label, lr in chosen.items() if lr in (rates[0], rates[-1])}
+def trial_problems(cfg, spec: dict) -> int:
+    """The validation problems a trial is scored on: tune.eval_size (the runs' own evaluations may use fewer, so
+    that a curve of many evaluations stays cheap), else train.eval_size; at most task.n_validation."""
+    return min(spec.get("eval_size") or cfg.train.eval_size, cfg.task.n_validation)
+
+
+def extensions(spec: dict) -> int:
+    """How many times a best rate at the grid's edge is extended: true is once, false never, N up to N times."""
+    return int(spec["extend"])
+
+
+def edge_rates(chosen: dict, rates) -> dict:
+    """{label: the one rate beyond the grid's edge} for every label whose chosen rate is the smallest or largest it
+    has tried: the grid's own step on that side, e.g. [1.5e-5, 5e-5, 1.5e-4, 5e-4] at 5e-4 -> 5e-4 · (5e-4/1.5e-4)
+    = 1.67e-3, at 1.5e-5 -> 1.5e-5 · (1.5e-5/5e-5) = 4.5e-6. `rates`: one grid for every label, or {label: the
+    rates it has tried} (after an extension the tried grid is wider on that side)."""
+    extra = {}
+    for label, lr in chosen.items():
+        tried = sorted(rates[label] if isinstance(rates, dict) else rates)
+        if lr == tried[0]:
+            extra[label] = tried[0] * tried[0] / tried[1]
+        elif lr == tried[-1]:
+            extra[label] = tried[-1] * tried[-1] / tried[-2]
+    return extra
 
 
 def followers(cfg, names: list[str]) -> dict:
@@ -106,7 +127,7 @@ def trial_config(cfg, label: str, lr: float, spec: dict):
     cfg = copy.deepcopy(cfg)
     _, opts, train = label_options(cfg.methods, label)
     train = {**train, "lr": lr, "eval_split": "validation", "eval_every": 0, "eval_points": 0, "eval_k": 0,
-             "eval_size": min(cfg.train.eval_size, cfg.task.n_validation)}
+             "eval_size": trial_problems(cfg, spec)}
     if spec["steps"]:
         train["steps"] = spec["steps"]
     cfg.methods[trial_label(label, lr)] = {**opts, "train": train}
@@ -124,14 +145,17 @@ def tune(cfg, names: list[str], out: Path, run_cells, **ctx):
     own = [label for label in names if label not in follow]
     acc.print(f"tuning: {len(spec['lr'])} rates ({', '.join(f'{r:g}' for r in spec['lr'])}) x {len(own)} "
               f"method(s), seed(s) {', '.join(map(str, seeds))}, scored on "
-              f"{min(cfg.train.eval_size, cfg.task.n_validation)} validation problems -> {out / TUNE_DIR}" +
+              f"{trial_problems(cfg, spec)} validation problems -> {out / TUNE_DIR}" +
               "".join(f"; {label} at {parent}'s rate" for label, parent in follow.items()))
     trials = [(label, lr) for label in own for lr in spec["lr"]]
     tcfg, results = _trials(cfg, trials, out / TUNE_DIR, spec, run_cells, ctx)
     chosen = choose(results)
-    extra = edge_rates(chosen, spec["lr"]) if spec["extend"] else {}
-    if extra:  # a best rate at the grid's edge: one more rate on that side, the same steps and seeds
-        acc.print("tuning: best at the grid's edge, one more rate each: " + ", ".join(
+    for _ in range(extensions(spec)):  # a best rate at the edge: one more rate on that side, the same steps and seeds
+        tried = {label: [lr for (lab, lr) in results if lab == label] for label in chosen}
+        extra = edge_rates(chosen, tried)
+        if not extra:
+            break
+        acc.print("tuning: best at the edge of the rates tried, one more rate each: " + ", ".join(
             f"{label} {lr:g}" for label, lr in extra.items()))
         tcfg, more = _trials(tcfg, list(extra.items()), out / TUNE_DIR, spec, run_cells, ctx)
         results.update(more)

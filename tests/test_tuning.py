@@ -75,7 +75,7 @@ def test_evaluations_spaced_evenly_in_log_steps():
     ({"lr": [1e-4, 1e-3], "seeds": [0, 0]}, r"tune.seeds lists a seed twice"),
     ({"lr": [1e-4, 1e-3], "seeds": [0, -1]}, r"tune.seeds must hold integers >= 0, got -1"),
     ({"lr": [1e-4, 1e-3], "seed": 0, "seeds": [1]}, r"tune has both seed and seeds"),
-    ({"lr": [1e-4, 1e-3], "extend": "yes"}, r"tune.extend must be true or false"),
+    ({"lr": [1e-4, 1e-3], "extend": "yes"}, r"tune.extend must be true, false or a number"),
 ])
 def test_a_bad_tuning_is_refused(spec, msg):
     with pytest.raises(UserError, match=msg):
@@ -105,7 +105,7 @@ def test_compare_refuses_tuning_without_a_validation_set(tmp_path):
 
 def test_one_seed_reads_as_a_list_of_one_and_extension_is_on_by_default():
     assert check_spec({"lr": [1e-3, 1e-4], "seed": 3}) == {"lr": [1e-4, 1e-3], "steps": None, "seeds": [3],
-                                                           "extend": True}
+                                                           "extend": True, "eval_size": None}
 
 
 def test_a_best_rate_at_the_edge_adds_the_grids_step_beyond_it():
@@ -114,6 +114,16 @@ def test_a_best_rate_at_the_edge_adds_the_grids_step_beyond_it():
     assert set(got) == {"a", "b"}
     assert got["a"] == pytest.approx(5e-4 * 5e-4 / 1.5e-4)  # 1.67e-3: the top step (x 3.33) once more
     assert got["b"] == pytest.approx(1.5e-5 * 1.5e-5 / 5e-5)  # 4.5e-6: the bottom step (/ 3.33) once more
+
+
+def test_an_extended_grid_extends_again_from_the_rates_tried_until_the_best_is_interior():
+    # a was extended once above [1e-4, 1e-3] to 1e-2 and is best there again: one more step of 10x -> 1e-1;
+    # b's best 1e-3 is now interior to what b tried: no further rate for it
+    got = edge_rates({"a": 1e-2, "b": 1e-3}, {"a": [1e-4, 1e-3, 1e-2], "b": [1e-4, 1e-3, 1e-2]})
+    assert got == {"a": pytest.approx(1e-1)}
+    assert check_spec({"lr": [1e-4, 1e-3], "extend": 3})["extend"] == 3  # up to 3 extensions
+    with pytest.raises(UserError, match="tune.extend must be true, false or a number"):
+        check_spec({"lr": [1e-4, 1e-3], "extend": -1})
 
 
 def test_the_choice_is_the_best_validation_accuracy_ties_to_the_smaller_rate():
