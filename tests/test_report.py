@@ -531,6 +531,24 @@ def test_a_damaged_run_folder_is_refused_in_one_line_and_nothing_is_written(tmp_
     assert {p: p.read_bytes() for p in (out / "report").iterdir()} == before
 
 
+def test_a_line_of_garbage_inside_a_log_is_one_line_naming_the_file(tmp_path, capsys):
+    """A damaged line with rows after it: one line naming the file and the line (a JSONDecodeError traceback that
+    named no file before), exit 2, report/ left as it was."""
+    from analysis.report import main
+
+    out = tmp_path / "out"
+    _finished_run(out, "grpo", 0, [1, 1, 1, 0, 1, 0])
+    metrics = out / "grpo" / "seed0" / "metrics.jsonl"
+    lines = metrics.read_text().splitlines(keepends=True)
+    metrics.write_text("".join(lines[:2]) + "garbage{\n" + "".join(lines[2:]))
+    with pytest.raises(SystemExit) as e:
+        main([str(out)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"error: '{metrics}' line 3 is not a JSON row" in err, err
+    assert not (out / "report").exists()
+
+
 def test_an_unfinished_run_is_marked_not_refused(tmp_path):
     """A run still going (or stopped) reports what it logged, marked with the step it got to; a cut last line of
     a run that has not finished (still writing) is skipped and said."""

@@ -184,6 +184,52 @@ def test_truncate_logs_keeps_rows_up_to_the_checkpoint(tmp_path):
     assert (tmp_path / "metrics.jsonl").read_text() == ""
 
 
+def test_a_damaged_line_in_the_middle_of_a_log_is_refused_never_cut(tmp_path):
+    """A line of garbage after row 2 of metrics.jsonl (the issue: a resume then kept rows 0-1 and dropped every row
+    after the bad line without a word): --resume's check and the cut itself refuse in one line naming the file and
+    the line, and nothing is cut; a reader refuses it too, naming the file (a JSONDecodeError traceback before)."""
+    from gcframe.errors import UserError
+
+    rows = [{"step": 0, "eval_accuracy": 0.1}, {"step": 0}, {"step": 1}, {"step": 2, "eval_accuracy": 0.2},
+            {"step": 2}, {"step": 3}, {"step": 4, "eval_accuracy": 0.3}]
+    lines = [json.dumps(r) + "\n" for r in rows]
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("".join(lines[:2]) + "garbage{\n" + "".join(lines[2:]))
+    before = metrics.read_bytes()
+    ckpt = tmp_path / "checkpoints" / "step-000004"
+    ckpt.mkdir(parents=True)
+    torch.save({}, ckpt / "state.pt")  # a readable checkpoint of step 4
+    for check in (lambda: checkpoint.check_resumable(tmp_path), lambda: checkpoint.truncate_logs(tmp_path, 4),
+                  lambda: read_jsonl(metrics)):
+        with pytest.raises(UserError, match=rf"'{metrics}' line 3 is not a JSON row \('garbage{{'\) and more rows "
+                                            r"follow it: .*delete that one line \(the rows after it are kept\)"):
+            check()
+        assert metrics.read_bytes() == before
+    metrics.write_text("".join(lines[:2]) + "[1, 2]\n" + "".join(lines[2:]))  # JSON, but no row
+    with pytest.raises(UserError, match="line 3 is not a JSON row"):
+        checkpoint.truncate_logs(tmp_path, 4)
+    metrics.write_text("".join(lines) + '{"step": 4, "lo')  # a torn last line stays a crash's: cut, no refusal
+    checkpoint.check_resumable(tmp_path)
+    assert read_jsonl(metrics) == rows
+
+
+def test_a_log_missing_the_rows_of_its_checkpoint_is_refused(tmp_path):
+    """A metrics.jsonl without the training rows of steps the checkpoint has done (rows deleted): a resume would
+    log from the checkpoint on, leaving a gap; refused, naming the missing steps and the fix, and nothing cut."""
+    from gcframe.errors import UserError
+
+    rows = [{"step": 0, "eval_accuracy": 0.1}, {"step": 0}, {"step": 3}, {"step": 4, "eval_accuracy": 0.3}]
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = metrics.read_bytes()
+    with pytest.raises(UserError, match=r"has no training rows? of steps 1, 2 although the run's checkpoint is of "
+                                        r"step 4: .*delete .*checkpoints to train the run over from step 0"):
+        checkpoint.truncate_logs(tmp_path, 4)
+    assert metrics.read_bytes() == before
+    checkpoint.truncate_logs(tmp_path, 1)  # the rows of a checkpoint of step 1 are whole
+    assert read_jsonl(metrics) == rows[:2]
+
+
 def test_finished_reads_the_final_evaluation_row(tmp_path):
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 4, "eval_accuracy": 0.5, "time_s": 1.0,
                                                         "gen_tokens": 9}) + "\n")

@@ -42,6 +42,7 @@ import torch
 from accelerate.utils import DistributedType
 
 from gcframe.errors import UserError
+from gcframe.tracking.log import damaged_row
 
 SUBDIR = "checkpoints"
 NUMPY_RNG = [np.ndarray.__reduce__(np.zeros(1, np.uint32))[0], np.ndarray, np.dtype, type(np.dtype(np.uint32))]
@@ -123,6 +124,8 @@ def check_resumable(run_dir: str | Path) -> None:
     ckpt, bad = newest_good(run_dir)
     if ckpt is None and bad:
         raise UserError(damaged_line(run_dir, bad))
+    if ckpt is not None:
+        truncate_logs(run_dir, int(ckpt.name.split("-")[-1]), dry_run=True)  # a damaged or cut log: refused here
 
 
 def finished(run_dir: str | Path, steps: int, model: bool = True) -> dict | None:
@@ -275,14 +278,20 @@ def restore(trainer) -> tuple[int, dict | None]:
     return state["step"], state["last_eval"]
 
 
-def truncate_logs(run_dir: str | Path, step: int | None) -> None:
+def truncate_logs(run_dir: str | Path, step: int | None, dry_run: bool = False) -> None:
     """Cut metrics.jsonl, samples.jsonl and problems.jsonl back to what was logged when `step` steps had completed
     (None: empty).
 
     metrics.jsonl keeps training rows of steps < `step` and evaluation rows of steps <= `step`; samples.jsonl
     keeps rows of steps < `step`; problems.jsonl (per-problem outcomes of evaluations) rows of steps <= `step`.
-    Rows are in step order, so the kept rows are a prefix; the file is cut in place
-    (the run logger's append-mode handle stays valid) at the first row to drop or the first unparsable line.
+    Rows are in step order, so the kept rows are a prefix; the file is cut in place (the run logger's append-mode
+    handle stays valid) at the first row to drop, or at a torn last line (a crash mid-write).
+
+    Nothing is dropped silently: a line that is not a JSON row with a step, followed by more lines (the file was
+    damaged after it was written: cutting there would delete every row after it), and metrics.jsonl without a
+    training row of each of the `step` steps (rows were deleted: the resumed run's log would have a gap), are
+    refused in one line (UserError) naming the file and line, before anything is cut. `dry_run`: check only (a
+    --resume checks every run before it writes anything, `check_resumable`).
     """
     run_dir = Path(run_dir)
 
@@ -292,22 +301,45 @@ def truncate_logs(run_dir: str | Path, step: int | None) -> None:
     def samples_row(row: dict) -> bool:
         return step is not None and row["step"] < step
 
-    _truncate(run_dir / "metrics.jsonl", metrics_row)
-    _truncate(run_dir / "samples.jsonl", samples_row)
-    _truncate(run_dir / "problems.jsonl", lambda row: step is not None and row["step"] <= step)  # evaluations
+    cuts = [(run_dir / "metrics.jsonl", metrics_row), (run_dir / "samples.jsonl", samples_row),
+            (run_dir / "problems.jsonl", lambda row: step is not None and row["step"] <= step)]  # evaluations
+    offsets = [(path, _cut_offset(path, keep)) for path, keep in cuts if path.exists()]
+    metrics = run_dir / "metrics.jsonl"
+    if step and metrics.exists():
+        with open(metrics, "rb") as f:
+            trained = [json.loads(line)["step"] for line in f.read(dict(offsets)[metrics]).splitlines()
+                       if b'"eval_accuracy"' not in line]
+        if trained != list(range(step)):
+            missing = sorted(set(range(step)) - set(trained))
+            what = (f"has no training row of step{'s' if len(missing) > 1 else ''} "
+                    f"{_steps(missing)}" if missing else f"holds its training rows out of order ({_steps(trained)})")
+            raise UserError(f"'{metrics}' {what} although the run's checkpoint is of step {step}: rows were deleted "
+                            f"or moved, and the resumed run's log would not be whole; restore the file, or delete "
+                            f"{run_dir / SUBDIR} to train the run over from step 0")
+    if not dry_run:
+        for path, offset in offsets:
+            os.truncate(path, offset)
 
 
-def _truncate(path: Path, keep) -> None:
-    if not path.exists():
-        return
+def _steps(steps: list[int]) -> str:
+    return ", ".join(map(str, steps[:5])) + (f", ... ({len(steps)} in all)" if len(steps) > 5 else "")
+
+
+def _cut_offset(path: Path, keep) -> int:
+    """Where to cut `path`: the byte offset of its first row `keep` refuses, or of a torn last line. UserError at a
+    damaged line with lines after it."""
     offset = 0
     with open(path, "rb") as f:
-        for line in f:
-            try:
-                ok = keep(json.loads(line))
-            except (ValueError, TypeError, KeyError):  # JSONDecodeError is a ValueError
-                ok = False  # a torn line: a crash mid-write
-            if not ok or not line.endswith(b"\n"):
-                break
-            offset += len(line)
-    os.truncate(path, offset)
+        lines = f.readlines()
+    for i, line in enumerate(lines):
+        try:
+            row = json.loads(line)
+            ok = keep(row)
+        except (ValueError, TypeError, KeyError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            if any(rest.strip() for rest in lines[i + 1:]):
+                raise UserError(damaged_row(path, i + 1, line)) from None
+            break  # a torn last line: a crash mid-write
+        if not ok or not line.endswith(b"\n"):
+            break
+        offset += len(line)
+    return offset

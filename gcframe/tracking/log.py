@@ -79,19 +79,34 @@ def write_yaml(path: Path, data: dict) -> None:
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    """Rows of a JSONL file; a torn (unparsable) last line is skipped."""
+    """Rows of a JSONL file; a torn (unparsable) last line is skipped. A line that is not a JSON row with more lines
+    after it (the file was damaged after it was written) is refused in one line (UserError) that names the file and
+    the line: the rows after it are never dropped silently."""
     rows = []
-    lines = Path(path).read_text().splitlines()
+    lines = Path(path).read_bytes().splitlines()
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:
+            row = json.loads(line)
+        except ValueError:  # JSONDecodeError, UnicodeDecodeError
+            row = None
+        if not isinstance(row, dict):
+            if not any(rest.strip() for rest in lines[i + 1:]):
                 break
-            raise
+            from gcframe.errors import UserError
+
+            raise UserError(damaged_row(Path(path), i + 1, line))
+        rows.append(row)
     return rows
+
+
+def damaged_row(path: Path, number: int, line: bytes) -> str:
+    """The refusal of a log line that is not a JSON row, with more rows after it."""
+    shown = line.strip()[:40].decode("utf-8", "replace")
+    return (f"'{path}' line {number} is not a JSON row ({shown!r}) and more rows follow it: the file was damaged "
+            "after it was written; restore it, or delete that one line (the rows after it are kept), then run the "
+            "command again")
 
 
 def publish_dir(tmp: Path, final: Path) -> None:
