@@ -44,6 +44,31 @@ def _same_env(envs: list[dict]) -> dict:
     return envs[0]
 
 
+TEXT = (".yaml", ".yml", ".json", ".csv", ".md", ".txt")
+"""The files `publish` reads as text (the rest are copied byte for byte: figures, gzip tables)."""
+
+
+def publish(src: Path, dest: Path, runs: Path | None = None) -> None:
+    """Copy a run's file into results/: a text file with every absolute path of this machine written as a published
+    file names it (gcframe.tracking.env.portable: relative to the repository, $GCFRAME_CACHE/..., ~/..., and a path
+    beside the run folder `runs` outside those as RUNS/...), so that results/ names no folder of the machine that
+    made it (tests/test_portable.py)."""
+    if src.suffix in TEXT:
+        dest.write_text(envinfo.portable(src.read_text(), elsewhere=_runs_place(runs)))
+    else:
+        shutil.copy(src, dest)
+
+
+def _runs_place(runs: Path | None) -> dict:
+    """`portable`'s name for the folder that holds the run folder `runs` (reproduce.py --runs): RUNS."""
+    return {Path(runs).resolve().parent: "RUNS"} if runs is not None else {}
+
+
+def write_env(env: dict, path: Path, runs: Path | None = None) -> None:
+    """A result's env.json: `env` with its paths written as `publish` writes them."""
+    path.write_text(envinfo.portable(json.dumps(env, indent=1), elsewhere=_runs_place(runs)) + "\n")
+
+
 def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
     """results/<name>/ from a finished compare.py folder: summary.csv (a row per method and seed), table.csv (the
     report's table), change.csv (the change from step 0, and late in the run), why.csv (what the
@@ -60,8 +85,8 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
     env = _same_env([envinfo.load(p) for p in sorted(runs.glob("env*.json"))])
     tables = report.Runs(runs)
     results.mkdir(parents=True, exist_ok=True)
-    (results / f"{prefix}env.json").write_text(json.dumps(env, indent=1) + "\n")
-    shutil.copy(runs / "config.yaml", results / f"{prefix}config.yaml")
+    write_env(env, results / f"{prefix}env.json", runs)
+    publish(runs / "config.yaml", results / f"{prefix}config.yaml", runs)
     summary = pd.read_csv(runs / "summary.csv")
     summary.to_csv(results / f"{prefix}summary.csv", index=False, float_format="%.4f")
     pd.DataFrame(report.summary_rows(tables)).to_csv(results / f"{prefix}table.csv", index=False)
@@ -94,7 +119,7 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
     if (runs / "tune" / "tune.csv").is_file():  # compare.py --tune: every trial's validation accuracy, the figure
         from analysis import tuning
 
-        shutil.copy(runs / "tune" / "tune.csv", results / f"{prefix}tune.csv")
+        publish(runs / "tune" / "tune.csv", results / f"{prefix}tune.csv")
         table, curve = tuning.tables(tuning.read(runs))
         table.to_csv(results / f"{prefix}tuning.csv", index=False)
         tuning.figure(tuning.read(runs), curve, results / f"{prefix}tuning.png")
@@ -224,7 +249,7 @@ def _curve_fit(runs: Path, results: Path, prefix: str) -> bool:
             return False
         for name in ("curves.csv", "curves_runs.csv", "orderings.csv", "forecast.csv", "curves.md",
                      *(f.name for f in sorted(dest.glob("curves_*.csv")) if f.name != "curves_runs.csv")):
-            shutil.copy(dest / name, results / f"{prefix}{name}")
+            publish(dest / name, results / f"{prefix}{name}")
         shutil.copy(dest / "curves.png", results / f"{prefix}fit.png")
     return True
 
@@ -238,9 +263,9 @@ def from_command(runs: Path, results: Path, keep: list[str]) -> None:
                         "process still runs its cells, it collects them when it ends; otherwise run the same command "
                         "again)")
     for f in found:
-        shutil.copy(f, results / f.name)
+        publish(f, results / f.name, runs)
     env = envinfo.load(runs / "env.json") or next((envinfo.load(p) for p in sorted(runs.glob("env*.json"))), {})
-    (results / "env.json").write_text(json.dumps(env or envinfo.collect(), indent=1) + "\n")
+    write_env(env or envinfo.collect(), results / "env.json", runs)
     print(f"{results}: {', '.join(f.name for f in found)}")
 
 

@@ -241,7 +241,8 @@ def stage_scores(stage: Path, b: dict) -> tuple[float, float | None, str]:
         n, k = b["check"]
         scored = folder / "rescored" / scored_name("final", n, k, "validation")
         if not scored.is_file():
-            run(["-m", "gcframe.evaluate", str(folder), "--split", "validation", "--problems", str(n), "--k", str(k)])
+            run(["-m", "gcframe.evaluate", repo_relative(folder), "--split", "validation", "--problems", str(n),
+                 "--k", str(k)])
             wait_for(folder, scored, f"the {b['method']} stage's check")  # a second process: the first one scores it
         rows = [json.loads(line) for line in scored.read_text().splitlines() if line.strip()]
         return (sum(r["greedy_correct"] for r in rows) / len(rows), sum(r["k_correct"] > 0 for r in rows) / len(rows),
@@ -357,7 +358,8 @@ def run(cmd: list[str]) -> None:
 
 def repo_relative(path: Path) -> str:
     """A path inside the repository as it is named from the repository's top (every command here runs there), so
-    that the configs a result publishes name no folder of the machine that made it; others as given."""
+    that the configs and commands a result publishes (env.json) name no folder of the machine that made it; others
+    as given."""
     try:
         return str(path.resolve().relative_to(ROOT))
     except ValueError:
@@ -378,8 +380,8 @@ def compare_cells(recipe: Recipe, seeds: list[int], out: Path, quick: bool) -> N
     if claims.acquire(start):
         try:
             if not (out / "config.yaml").exists():
-                run(["experiments/compare.py", "--config", str(CONFIGS / recipe.config),
-                     "--seeds", ",".join(map(str, seeds)), "--out", str(out), *recipe.args,
+                run(["experiments/compare.py", "--config", repo_relative(CONFIGS / recipe.config),
+                     "--seeds", ",".join(map(str, seeds)), "--out", repo_relative(out), *recipe.args,
                      *(recipe.quick if quick else [])])
                 return
         finally:
@@ -388,7 +390,7 @@ def compare_cells(recipe: Recipe, seeds: list[int], out: Path, quick: bool) -> N
         print(f"{out}: another process is starting it; this one joins once its config.yaml is written", flush=True)
         while not (out / "config.yaml").exists() and claims.holder(start):
             time.sleep(2)
-    run(["experiments/compare.py", "--resume", str(out)])
+    run(["experiments/compare.py", "--resume", repo_relative(out)])
 
 
 def reproduce(name: str, args) -> Path | None:
@@ -421,7 +423,7 @@ def reproduce(name: str, args) -> Path | None:
             print(f"{name}: cells still running elsewhere; the last process to finish writes {results}")
             return None
         if recipe.rescore:  # a second process joins by running the same command: the models are split by claims
-            run(["-m", "gcframe.evaluate", str(runs), *(QUICK_RESCORE if args.quick else recipe.rescore)])
+            run(["-m", "gcframe.evaluate", repo_relative(runs), *(QUICK_RESCORE if args.quick else recipe.rescore)])
             if not rescored(runs, QUICK_RESCORE if args.quick else recipe.rescore):
                 print(f"{name}: models still being re-scored elsewhere; the last process to finish writes {results}")
                 return None
@@ -434,7 +436,7 @@ def reproduce(name: str, args) -> Path | None:
         write_wall(runs, results)
     else:
         runs.mkdir(parents=True, exist_ok=True)
-        run([a.replace("OUT", str(runs)) for a in recipe.command] + (recipe.quick if args.quick else []))
+        run([a.replace("OUT", repo_relative(runs)) for a in recipe.command] + (recipe.quick if args.quick else []))
         collect.from_command(runs, results, recipe.keep)
     return results
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "accelerate", "peft", "trl", "numpy", "pandas",
             "gguf")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # the gcframe package (git commands run from it)
+REPO = ROOT.parent  # the repository's top: what a published path is named relative to (`portable`)
 
 
 def _version(pkg: str) -> str | None:
@@ -78,7 +79,7 @@ def collect(argv: list[str] | None = None) -> dict:
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         "platform": platform.platform(),
         **git_state(),
-        "command": " ".join([Path(sys.executable).name, *(sys.argv if argv is None else argv)]),
+        "command": portable(" ".join([Path(sys.executable).name, *(sys.argv if argv is None else argv)])),
     }
     return env
 
@@ -87,6 +88,36 @@ def write_env(path: str | Path, argv: list[str] | None = None) -> dict:
     env = collect(argv)
     Path(path).write_text(json.dumps(env, indent=1) + "\n")
     return env
+
+
+def _places(root: Path = REPO) -> list[tuple[str, str]]:
+    """(absolute folder, how a published file names it) for `portable`, the deepest first: the repository's top ->
+    "." (paths in it relative to it), the cache -> "$GCFRAME_CACHE", the home folder -> "~". Each folder as given
+    and resolved (a symlinked checkout is named both ways)."""
+    from gcframe.tracking.log import cache_root
+
+    places = {}
+    for folder, name in ((Path.home(), "~"), (cache_root(), "$GCFRAME_CACHE"), (root, ".")):
+        for form in {str(folder), str(folder.resolve())}:
+            if form.rstrip("/") and not form.startswith(("~", "$")):
+                places[form.rstrip("/")] = name
+    return sorted(places.items(), key=lambda kv: -len(kv[0]))
+
+
+def portable(text: str, root: Path = REPO, elsewhere: dict | None = None) -> str:
+    """`text` (a command line, a config file, a path) with every absolute path inside the repository written
+    relative to its top, inside the cache as $GCFRAME_CACHE/..., inside the home folder as ~/..., and inside a folder
+    of `elsewhere` ({folder: name}, e.g. a run folder outside all three) by that name: how a file that is published
+    (results/) names them, so that it names no folder of the machine that made it.
+    "python experiments/compare.py --out /work/gc/runs/x" -> "python experiments/compare.py --out runs/x"."""
+    extra = sorted(((str(Path(f).resolve()).rstrip("/"), n) for f, n in (elsewhere or {}).items()),
+                   key=lambda kv: -len(kv[0]))
+    for folder, name in _places(root) + extra:  # the repository, cache and home first: `elsewhere` is what is left
+        def named(m: re.Match, name=name) -> str:
+            return (name + "/" if name != "." else "") if m.group(1) else name
+        # the folder itself, or a path under it; not a longer folder's name (/work/gc in /work/gc2)
+        text = re.sub(rf"(?<![\w.~$/-]){re.escape(folder)}(?:(/)|(?![\w.-]))", named, text)
+    return text
 
 
 SAME = ("commit", "dirty", "python", "cpu", "threads")  # runs whose numbers are put side by side agree on these
