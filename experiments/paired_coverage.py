@@ -1,18 +1,27 @@
 """Coverage of the 95% interval for a paired difference of two methods, seeds × problems, by simulation.
 
-    python experiments/paired_coverage.py                 # the seed-share table: under a minute on one core
+    python experiments/paired_coverage.py                 # the seed-share table: about 10 minutes of one core
     python experiments/paired_coverage.py --intervals     # three intervals side by side (logistic outcomes)
 
 The seed-share table (the default; written to results/paired_coverage/coverage.csv, which docs/concepts/statistics.md
-shows). Gaussian paired differences d[s,p] = a_s + b_p + e_sp (a_s ~ N(0, σ²_S), b_p ~ N(0, σ²_P), e_sp ~ N(0, σ²_E),
-the crossed model of analysis/paired.py), with (σ²_P, σ²_E) each of REGIMES and σ²_S set so that the seeds' share of Var(D), (σ²_S/S)/(σ²_S/S + σ²_P/P + σ²_E/(S·P)), is each of
-SHARES; S = 2, 3, 5 seeds, P = 500 problems; the truth is 0 (coverage does not depend on it). Per cell, `--sims`
-experiments (4,000: a coverage near 0.95 is measured to ±0.0035, one binomial SD) and the coverage of
-analysis.paired.two_way's interval over all of them and apart by its branch: the seed component truncated at 0
-(MS_S ≤ MS_E) or not. Beside it the coverage of the rule that drops the seed term (the moment estimate floored at
-MS_E/(S·P) with (S − 1)(P − 1) df whenever MS_S + MS_P < 2·MS_E: `dropping`), overall and where it fires. Then
-verdicts.csv beside it: every published verdict (results/*/pairs.csv and gains.csv) that the two rules decide
-differently, both intervals recomputed from the result's problems.csv.gz.
+shows, with components.csv beside it). Its regimes are today's designs: for each of SOURCES (results/default's and
+results/smollm2_slip's greedy and pass@1 pairs) the medians over the result's pairs of the estimated σ²_P and σ²_E
+and the methods' mean accuracy, computed from its committed problems.csv.gz (components.csv: those medians, the
+pairs' seeds' shares of Var(D), and how often their seed component was truncated or the floor rule would fire).
+Binary outcomes (`binary`): y_msp ~ Bernoulli(σ(c + β_p + γ_mp + u_ms)), the problem's difficulty β_p ~ N(0, s_β²)
+shared by both methods, a method × problem interaction γ_mp ~ N(0, s_γ²) and a method × seed effect u_ms ~ N(0, τ²);
+(c, s_β, s_γ) are solved so that at τ = 0 the paired differences d = y_A − y_B have the regime's σ²_P and σ²_E at
+its accuracy (`calibrate`, by Gauss–Hermite quadrature), and τ so that the seeds' share of Var(D),
+(σ²_S/S)/(σ²_S/S + σ²_P/P + σ²_E/(S·P)), is each of SHARES (`seed_sd_for`: the three components of the crossed model
+of analysis/paired.py, computed exactly for this model by `components`). S = 2, 3, 5 seeds, P = 500 problems; A and
+B are drawn alike, so the truth is 0. Per cell, `--sims` experiments (20,000: a coverage near 0.95 is measured to
+±0.0015, one binomial SD) and the coverage of analysis.paired.two_way's interval, overall, where its seed component
+was truncated at 0 (MS_S ≤ MS_E) and where the floor rule (the moment estimate floored at MS_E/(S·P) with
+(S − 1)(P − 1) df whenever MS_S + MS_P < 2·MS_E: `dropping`) would fire; beside it the t-interval over the S
+per-seed mean differences (S − 1 df), overall and where the floor rule would fire, and the floor rule's own coverage
+there. Then verdicts.csv: every published verdict (results/*/pairs.csv and gains.csv) that the floor rule decides
+differently, both intervals recomputed from the result's problems.csv.gz. 20,000 experiments a cell, 96 cells: about
+10 minutes of one core.
 
 The three intervals (--intervals). The model (logits; every draw independent): problem p has difficulty
 β_p ~ N(0, 1.5²); method m has an effect δ_m (δ_B = 0, δ_A = the true difference in logits), a problem × method
@@ -49,19 +58,23 @@ from analysis.paired import (
     two_way,
 )
 
-SHARES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
-"""The seeds' share of Var(D) in the seed-share table."""
-REGIMES = {"greedy-like": (0.1, 0.09), "pass@1-like": (0.005, 0.07)}
-"""(σ²_P, σ²_E) of the seed-share table's Gaussian model: about the medians of results/default's greedy pairs (the
-problems dominate the rest of Var(D)), and a pass@1 pair's (a small problem component: where MS_S + MS_P < 2·MS_E
-happens, and where a rule that drops the seed term there fires)."""
-OUT = Path(__file__).resolve().parents[1] / "results" / "paired_coverage" / "coverage.csv"
+SHARES = (0.0, 0.2, 0.45, 0.6, 0.7, 0.8, 0.85, 0.9)
+"""The seeds' share of Var(D) in the seed-share table: up to 0.9, past the medians of today's designs (results/default's
+greedy pairs 0.79, its pass@1 pairs 0.84: components.csv)."""
+SOURCES = (("default", "greedy"), ("default", "pass1"), ("smollm2_slip", "greedy"), ("smollm2_slip", "pass1"))
+"""(result, outcome column) whose pairs' median components make the seed-share table's regimes."""
+SEEDS = (2, 3, 5)
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+OUT = RESULTS / "paired_coverage" / "coverage.csv"
 
 BASE, PROBLEM_SD, INTERACTION_SD = 1.0, 1.5, 0.5
-SEED_SDS = (0.0, 0.1, 0.3)
-"""Seed SDs (logits) of the designs. The logistic's mean slope here is ≈ 0.16, so 0.1 moves a seed's accuracy by about
-0.016 (the final accuracies of results/default's seeds spread by SD 0.002–0.008 in all); 0.3, about 0.05, is a
-stress case where the seeds dominate Var(D)."""
+SEED_SDS = (0.0, 0.2, 0.6)
+"""Seed SDs (logits) of the designs. The logistic's mean slope here is ≈ 0.16, so a seed SD τ moves one method's
+accuracy by about 0.16·τ and a pair's seed-mean difference by about √2·0.16·τ: 0.2 gives 0.044, near the median of
+results/default's greedy pairs (√σ̂²_S 0.040; 0.014–0.136 from their 10th to 90th percentile), and 0.6 gives 0.13,
+their 90th percentile, where the seeds dominate Var(D). (Each method's final accuracy spreads further across seeds,
+by SD 0.10–0.16 in results/default, but most of that is its seed's base, shared by every method of the seed and gone
+from a paired difference.)"""
 
 
 def truth(effect: float, seed_sd: float) -> float:
@@ -171,64 +184,173 @@ def published(results: Path = OUT.parents[1]) -> pd.DataFrame:
                                        "components truncated at 0", "seed term dropped"])
 
 
-def share_cell(rng, sims: int, S: int, P: int, share: float, regime: str) -> dict:
-    """One cell of the seed-share table: `sims` Gaussian experiments (module docstring) at this seeds' share of
-    Var(D), the interval computed for all of them at once (analysis.paired's functions on arrays)."""
-    var_problem, var_resid = REGIMES[regime]
-    rest = var_problem / P + var_resid / (S * P)
-    var_seed = S * rest * share / (1 - share)  # (σ²_S/S)/(σ²_S/S + rest) = share
-    d = (rng.normal(0, math.sqrt(var_seed), (sims, S, 1)) + rng.normal(0, math.sqrt(var_problem), (sims, 1, P))
-         + rng.normal(0, math.sqrt(var_resid), (sims, S, P)))
+def observed(result: str, metric: str, results: Path = RESULTS) -> dict:
+    """The components of a committed result's pairs, from its problems.csv.gz: over every pair of its methods (the
+    model it started from left out) on `metric`, the medians of σ̂²_P, σ̂²_E and the seeds' share of Var(D)
+    (σ̂²_S/S over two_way's Var), how often the seed component was truncated at 0 and the floor rule would fire, and
+    the methods' mean accuracy (the calibration's)."""
+    frame = pd.read_csv(results / result / "problems.csv.gz").dropna(subset=[metric])
+    frame = frame[~frame["method"].isin(["SFT base", "base model"])]
+    tables = {m: g.pivot(index="seed", columns="problem", values=metric).to_numpy(float)
+              for m, g in frame.groupby("method", sort=False)}
+    d = np.stack([tables[a] - tables[b] for a, b in itertools.combinations(tables, 2)])
+    S, P = d.shape[1:]
     D, ms_s, ms_p, ms_e = mean_squares(d)
     sv, pv = truncated_components(ms_s, ms_p, ms_e, S, P)
-    var, df = components_variance(sv, pv, ms_e, S, P)
-    cover = np.abs(D) <= stats.t.ppf(0.975, df) * np.sqrt(var)  # the truth is 0
-    fires, old_var, old_df = dropping(ms_s, ms_p, ms_e, S, P)
-    old_cover = np.abs(D) <= stats.t.ppf(0.975, old_df) * np.sqrt(old_var)
-    cut = ms_s <= ms_e
-
-    def rate(x, where) -> float:
-        return float(x[where].mean()) if where.any() else math.nan
-
-    return {"σ²_P, σ²_E": regime, "seeds": S, "problems": P, "seeds' share of Var(D)": share, "experiments": sims,
-            "coverage": float(cover.mean()),
-            "seed component truncated (share)": float(cut.mean()), "coverage, truncated": rate(cover, cut),
-            "coverage, not truncated": rate(cover, ~cut),
-            "problem component truncated (share)": float((ms_p <= ms_e).mean()),
-            "median ν": float(np.median(df)),
-            "seed term dropped (share)": float(fires.mean()), "dropping: coverage": float(old_cover.mean()),
-            "dropping: coverage where it fires": rate(old_cover, fires)}
+    var = components_variance(sv, pv, ms_e, S, P)[0]
+    return {"result": result, "metric": {"pass1": "pass@1"}.get(metric, metric), "pairs": len(d), "seeds": S,
+            "problems": P, "accuracy": float(frame[metric].mean()), "σ²_P (median)": float(np.median(pv)),
+            "σ²_E (median)": float(np.median(ms_e)), "seeds' share (median)": float(np.median(sv / S / var)),
+            "seed component truncated (share)": float((ms_s <= ms_e).mean()),
+            "floor rule fires (share)": float(dropping(ms_s, ms_p, ms_e, S, P)[0].mean())}
 
 
-def share_table(rng, sims: int, P: int = 500) -> pd.DataFrame:
-    """The seed-share table: REGIMES × S = 2, 3, 5 × SHARES (`share_cell`)."""
-    return pd.DataFrame([share_cell(rng, sims, S, P, share, regime) for regime in REGIMES for S in (2, 3, 5)
-                         for share in SHARES])
+_T = np.linspace(-8.0, 8.0, 641)
+_PHI = np.exp(-_T ** 2 / 2) / np.exp(-_T ** 2 / 2).sum()  # E[F(Z)], Z ~ N(0, 1), ≈ Σ _PHI·F(_T): the trapezoid rule,
+# whose error falls exponentially for the smooth logistic here, however steep (s_β up to 15: still under 1e-9)
+
+
+def _mean(c, sd, power: int = 1):
+    """E[σ(c + sd·Z)^power], Z ~ N(0, 1), for every c of an array (sd a number)."""
+    return special.expit(np.asarray(c, float)[..., None] + sd * _T) ** power @ _PHI
+
+
+def components(c: float, s_b: float, s_g: float, tau: float) -> tuple[float, float, float]:
+    """(σ²_S, σ²_P, σ²_E) of d = y_A − y_B under `binary`'s model, exactly (quadrature): d = a_s + b_p + e_sp with
+    a_s = f(u_A,s) − f(u_B,s), f(u) = E σ(c + β + γ + u) over the problems, so σ²_S = 2·Var f(u);
+    b_p = g(β_p + γ_A,p) − g(β_p + γ_B,p), g(z) = E σ(c + z + u) over the seeds, so σ²_P = 2·E[g(β + γ)²] − 2·E[h(β)²]
+    with h(β) = E σ(c + β + γ + u) (the mean over γ of g); and σ²_E the rest of Var(d) = E[π_A + π_B − 2·π_A·π_B],
+    where given β the two methods' π are independent: E[π_A·π_B] = E[h(β)²]."""
+    f = _mean(c + tau * _T, math.hypot(s_b, s_g))  # f(u) at each node of u
+    var_seed = 2 * float(_PHI @ f ** 2 - (_PHI @ f) ** 2)
+    hh = float(_PHI @ _mean(c + s_b * _T, math.hypot(s_g, tau)) ** 2)  # E[h(β)²]
+    var_problem = 2 * float(_PHI @ _mean(c + math.hypot(s_b, s_g) * _T, tau) ** 2) - 2 * hh
+    total = 2 * float(_mean(c, math.sqrt(s_b ** 2 + s_g ** 2 + tau ** 2))) - 2 * hh
+    return var_seed, var_problem, total - var_seed - var_problem
+
+
+def calibrate(var_problem: float, var_resid: float, accuracy: float) -> tuple[float, float, float]:
+    """(c, s_β, s_γ) of `binary`'s model whose paired differences have these σ²_P and σ²_E at τ = 0 and whose
+    methods score `accuracy` on average."""
+    from scipy import optimize
+
+    def gap(v):
+        c, s_b, s_g = v[0], math.exp(v[1]), math.exp(v[2])
+        _, vp, ve = components(c, s_b, s_g, 0.0)
+        return [math.log(vp / var_problem), math.log(ve / var_resid), float(_mean(c, math.hypot(s_b, s_g))) - accuracy]
+
+    v, info, ok, msg = optimize.fsolve(gap, [0.0, math.log(2.5), math.log(0.5)], full_output=True)
+    if ok != 1 or max(abs(x) for x in info["fvec"]) > 1e-6:
+        raise RuntimeError(f"no binary model has σ²_P {var_problem:.4f} and σ²_E {var_resid:.4f} at accuracy "
+                           f"{accuracy:.3f}: {msg}")
+    return float(v[0]), math.exp(v[1]), math.exp(v[2])
+
+
+def seed_sd_for(share: float, S: int, P: int, params) -> float:
+    """τ at which the seeds' share of Var(D) at S seeds × P problems is `share` (`components`)."""
+    from scipy import optimize
+
+    def at(tau):
+        vs, vp, ve = components(*params, tau=tau)
+        return vs / S / (vs / S + vp / P + ve / (S * P)) - share
+
+    return 0.0 if share == 0 else float(optimize.brentq(at, 1e-4, 20.0, xtol=1e-6))
+
+
+def binary(rng, n: int, S: int, P: int, params, tau: float):
+    """n experiments' tables of paired differences d = y_A − y_B (n × S × P) of 0/1 outcomes (module docstring).
+    params: (c, s_β, s_γ)."""
+    c, s_b, s_g = params
+    beta = rng.normal(0, s_b, (n, 1, P))
+
+    def outcomes():
+        eta = c + beta + rng.normal(0, s_g, (n, 1, P)) + rng.normal(0, tau, (n, S, 1))
+        return (rng.random((n, S, P)) < special.expit(eta)).astype(float)
+
+    return outcomes() - outcomes()
+
+
+def share_cell(rng, sims: int, S: int, P: int, share: float, regime: dict, chunk: int = 2000) -> dict:
+    """One cell of the seed-share table: `sims` experiments of `binary` at this seeds' share, every interval computed
+    for a chunk of them at once (analysis.paired's functions on arrays). `regime`: a row of `observed`."""
+    params = regime["params"]
+    tau = seed_sd_for(share, S, P, params)
+    parts = []
+    for start in range(0, sims, chunk):
+        d = binary(rng, min(chunk, sims - start), S, P, params, tau)
+        D, ms_s, ms_p, ms_e = mean_squares(d)
+        sv, pv = truncated_components(ms_s, ms_p, ms_e, S, P)
+        var, df = components_variance(sv, pv, ms_e, S, P)
+        fires, old_var, old_df = dropping(ms_s, ms_p, ms_e, S, P)
+        seed_half = stats.t.ppf(0.975, S - 1) * np.sqrt(ms_s / (S * P))  # the t-interval over the S seed means
+        parts.append(pd.DataFrame({  # the truth is 0
+            "cover": np.abs(D) <= stats.t.ppf(0.975, df) * np.sqrt(var), "seed_t": np.abs(D) <= seed_half,
+            "old": np.abs(D) <= stats.t.ppf(0.975, old_df) * np.sqrt(old_var), "cut": ms_s <= ms_e, "fires": fires,
+            "df": df, "sp": pv, "se": ms_e}))
+    x = pd.concat(parts, ignore_index=True)
+
+    def rate(col, where) -> float:
+        return float(x.loc[where, col].mean()) if where.any() else math.nan
+
+    vs, vp, ve = components(*params, tau=tau)
+    return {"regime": regime["name"], "σ²_P": vp, "σ²_E": ve, "seeds": S, "problems": P,
+            "seeds' share of Var(D)": share, "experiments": sims, "coverage": float(x["cover"].mean()),
+            "per-seed t: coverage": float(x["seed_t"].mean()),
+            "seed component truncated (share)": float(x["cut"].mean()), "coverage, truncated": rate("cover", x["cut"]),
+            "floor rule fires (share)": float(x["fires"].mean()), "coverage where it fires": rate("cover", x["fires"]),
+            "per-seed t: coverage where it fires": rate("seed_t", x["fires"]),
+            "floor rule: coverage where it fires": rate("old", x["fires"]), "median ν": float(x["df"].median())}
+
+
+def regimes(results: Path = RESULTS) -> pd.DataFrame:
+    """components.csv: `observed` for each of SOURCES, with the calibrated model (`calibrate`) of its medians."""
+    rows = []
+    for result, metric in SOURCES:
+        r = observed(result, metric, results)
+        c, s_b, s_g = calibrate(r["σ²_P (median)"], r["σ²_E (median)"], r["accuracy"])
+        rows.append(r | {"c": c, "s_β": s_b, "s_γ": s_g})
+    return pd.DataFrame(rows)
+
+
+def share_table(rng, sims: int, regimes_: pd.DataFrame, P: int = 500) -> pd.DataFrame:
+    """The seed-share table: each regime × S = 2, 3, 5 × SHARES (`share_cell`)."""
+    cells = []
+    for _, r in regimes_.iterrows():
+        regime = {"name": f"{r['result']} {r['metric']}", "params": (r["c"], r["s_β"], r["s_γ"])}
+        for S in SEEDS:
+            for share in SHARES:
+                cells.append(share_cell(rng, sims, S, P, share, regime))
+                print(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in cells[-1].items()
+                               if k in ("regime", "seeds", "seeds' share of Var(D)", "coverage",
+                                        "coverage where it fires")), flush=True)
+    return pd.DataFrame(cells)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sims", type=int, default=None,
-                    help="simulated experiments per cell (default 4000 for the seed-share table, 400 with --intervals)")
+                    help="simulated experiments per cell (default 20000 for the seed-share table, 400 with --intervals)")
     ap.add_argument("--intervals", action="store_true",
                     help="compare three intervals on logistic outcomes instead of the seed-share table")
     ap.add_argument("--out", type=Path, default=OUT, help="where the seed-share table is written (a CSV)")
     ap.add_argument("--boot", type=int, default=500, help="pigeonhole bootstrap resamples per experiment")
     ap.add_argument("--seed", type=int, default=0, help="random seed of the whole simulation")
     args = ap.parse_args(argv)
-    sims = args.sims or (400 if args.intervals else 4000)
+    sims = args.sims or (400 if args.intervals else 20000)
     if sims < 1 or args.boot < 40:
         ap.error("--sims must be at least 1 and --boot at least 40 (a 2.5% percentile needs resamples beyond it)")
     rng, start = np.random.default_rng(args.seed), time.time()
     if not args.intervals:
-        table = share_table(rng, sims)
+        made = regimes()
         args.out.parent.mkdir(parents=True, exist_ok=True)
+        made.to_csv(args.out.with_name("components.csv"), index=False, float_format="%.4g")
+        table = share_table(rng, sims, made)
         table.to_csv(args.out, index=False, float_format="%.3f", na_rep="–")  # –: no experiment in that branch
-        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         verdicts = published()
         verdicts.to_csv(args.out.with_name("verdicts.csv"), index=False)
         print(f"{len(verdicts)} published verdicts differ between the two rules")
-        print(f"{args.out}, {args.out.with_name('verdicts.csv')} ({time.time() - start:.0f} s)")
+        print(f"{args.out}, {args.out.with_name('components.csv')}, {args.out.with_name('verdicts.csv')} "
+              f"({time.time() - start:.0f} s)")
         return 0
     args.sims = sims
     names = ("two-way", "pigeonhole", "seed t")

@@ -198,10 +198,12 @@ RECIPES = {
                                                 "experiments/configs/sweep_5_2_g16.yaml", "--levels", "hard",
                                                 "--seeds", "0,1,2", "--out", "OUT"],
                             keep=["sweep_report/*.csv", "sweep_report/*.png", "sweep.yaml"]),
-    "paired_coverage": Recipe("the paired interval's coverage by simulation (seeds' share of Var(D) 0-0.7; S = 2, 3, 5; "
-                              "P = 500) and the published verdicts that dropping the seed term would decide otherwise",
-                              "command", command=["experiments/paired_coverage.py", "--out", "OUT/coverage.csv"],
-                              quick=["--sims", "50"], keep=["coverage.csv", "verdicts.csv"]),
+    "paired_coverage": Recipe("the paired interval's coverage by simulation at today's designs (binary outcomes at the "
+                              "median components of the default's and smollm2_slip's pairs; seeds' share of Var(D) "
+                              "0-0.9; S = 2, 3, 5; P = 500) and the published verdicts that dropping the seed term "
+                              "would decide otherwise", "command",
+                              command=["experiments/paired_coverage.py", "--out", "OUT/coverage.csv"],
+                              quick=["--sims", "50"], keep=["coverage.csv", "components.csv", "verdicts.csv"]),
     "rft_vs_online": Recipe(
         "DeepSeekMath §5.2.1 in one design: RFT, online RFT and @filled, each rate tuned at 1,000 steps (2 seeds), and "
         "the controls at their parent's rate (RFT's pool sampled afresh, RFT thinned, @filled on fixed prompts, @filled "
