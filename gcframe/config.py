@@ -184,6 +184,30 @@ class TrainConfig:
     max_prompts_per_step: int = 0
     """With dynamic_sampling: at most this many prompts drawn per step, >= prompts_per_step (0: 4 · prompts_per_step).
     A step that reaches it fills its B groups with dropped ones, as the plain method would have had them."""
+    staleness: int = 0
+    """k: the sampler generates step s's samples with the learner's weights from k steps ago, θ_{max(0, s−k)} (the
+    first k steps with the starting weights), as a pipeline with k batches in flight does; one step is
+    train.minibatches × train.epochs optimiser steps. A data-source property of every method that samples from the
+    live policy; with a ratio π_θ/π_old the engine then recomputes π_old on every batch. A ring of k snapshots of the
+    trainable weights (the LoRA adapters alone with model.lora_rank) is kept and saved with each checkpoint, so a
+    killed run resumes with the same samples (gcframe.offpolicy). 0: on-policy. Must be below train.steps."""
+    sampler_dtype: str = "float32"
+    """The precision the sampler generates in: float32 (the learner's own), bfloat16 or float16, a copy of the policy
+    cast to it while the learner stays in its own, the mismatch an inference engine brings. Refused where this
+    machine cannot run it."""
+    correction: str = "none"
+    """The off-policy correction, a per-token factor on GC from ρ = π_old/μ (μ the sampler that drew the token,
+    π_old the learner at the start of the step; gcframe.offpolicy.corrections): none, tis (token truncated IS,
+    min(ρ, C)), seq_tis (sequence truncated IS), mis (token masked IS, ρ·1[lower ≤ ρ ≤ upper]), seq_mis (sequence
+    masked IS), icepop (token mask, IcePop's band), opsm (DeepSeek-V3.2's off-policy sequence mask), decoupled
+    (AReaL's decoupled PPO: the weight π_old/μ), naive (μ used as π_old, nothing recomputed). Applies to the methods
+    with a ratio π_θ/π_old (the policy-gradient methods); refused for the others."""
+    correction_low: float | None = None
+    """The lower threshold on ρ = π_old/μ of tis, seq_tis, mis, seq_mis and icepop; null: the correction's default
+    (none for tis and seq_tis, 0.5 for the masks and icepop)."""
+    correction_high: float | None = None
+    """The upper threshold: TIS's cap C and the masks' upper bound on ρ (null: 2, icepop 5), decoupled's cap on ρ (null:
+    none), opsm's δ on a sequence's mean log(μ/π_θ) (null: 0.5)."""
 
     def validate(self) -> None:
         if self.eval_split not in EVAL_SPLITS:
@@ -194,6 +218,9 @@ class TrainConfig:
             raise UserError(f"train.max_prompts_per_step ({self.max_prompts_per_step}) is below train.prompts_per_step "
                             f"({self.prompts_per_step}): dynamic sampling draws at least B prompts per step; raise it "
                             "or set 0 (4 · prompts_per_step)")
+        from gcframe.offpolicy import check_train
+
+        check_train(self)  # staleness, sampler dtype, correction and its thresholds
 
 
 @dataclass
@@ -254,7 +281,7 @@ POSITIVE = {"steps", "lr", "prompts_per_step", "group_size", "epochs", "minibatc
 NON_NEGATIVE = {"max_new_tokens", "micro_batch_size", "grad_clip", "weight_decay", "eval_every",
                 "log_samples", "sample_every", "ref_refresh_every", "warmup_steps", "eval_k",
                 "checkpoint_every", "lora_rank", "max_prompts_per_step", "target_accuracy", "ema", "eval_points",
-                "patience"}
+                "patience", "staleness"}
 
 
 def _section(cls, values, name: str):
@@ -405,6 +432,9 @@ def from_dict(raw: dict) -> RunConfig:
                         "the base with the adapter off: set one of them to 0")
     if cfg.train.shard not in SHARD_MODES:
         raise UserError(f"train.shard must be one of {', '.join(SHARD_MODES)}, got '{cfg.train.shard}'")
+    if cfg.train.shard == "fsdp2" and (cfg.train.staleness or cfg.train.sampler_dtype != "float32"):
+        raise UserError("train.staleness and train.sampler_dtype keep a copy of the policy for the sampler, which "
+                        "train.shard: fsdp2 does not shard: set train.shard: none, or staleness 0 and float32")
     if cfg.train.shard == "fsdp2" and cfg.model.lora_rank:
         raise UserError("train.shard: fsdp2 with model.lora_rank > 0 is untested: set one of them to none / 0")
     for section in ("sft_base", "train"):

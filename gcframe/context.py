@@ -37,6 +37,7 @@ class Context:
         self._orders: dict[str, tuple[torch.Tensor, int]] = {}
         self._frozen: dict[str, torch.nn.Module] = {}
         self.reward_model = None  # set by the pipeline when train.reward == "reward_model"
+        self.sampler = None  # μ when it is not the live policy (train.staleness, sampler_dtype): set by the Trainer
         self.timings: dict[str, float] = {}  # seconds per phase of the current step; the Trainer logs time_<name>
         self.sharded = sharding.enabled(cfg.train.shard, self.world)  # FSDP2: π_ref is sharded like the policy
         self.show_progress = False  # set by the Trainer: whether this run shows progress (main process, not quiet)
@@ -107,8 +108,10 @@ class Context:
     def complete(self, rows: list[dict], n: int, model=None, temperature: float | None = None) -> Batch:
         """n completions of each row's prompt (rows: prompt, answer, optional steps), generated and scored: drawn at
         train.temperature, or greedy at temperature 0 (ReMax's baseline, methods/remax.py). From the live policy
-        unless `model` is given; group_ids = the row index."""
-        model = model or self.policy
+        unless `model` is given, through the sampler (gcframe.offpolicy.sampler: the policy of k steps ago, in
+        train.sampler_dtype) where one is set; group_ids = the row index. Sampled batches carry log μ of every
+        token (data["mu_logp"])."""
+        model = model or (self.sampler.model if self.sampler is not None else self.policy)
         with self.timed("generate"), evaluating(model):  # (FSDP2: the Generator gathers the weights once)
             batch = self.generator.generate(model, [r["prompt"] for r in rows], n=n, temperature=temperature)
         with self.timed("score"):

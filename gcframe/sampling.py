@@ -95,31 +95,36 @@ def shared_prefill(model, ids: torch.Tensor, mask: torch.Tensor, n: int) -> dict
     return {key: cache}
 
 
-def sample_tokens(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+def sample_tokens(logits: torch.Tensor, temperature: float, with_logp: bool = False):
     """o ~ softmax(z / T) per row [N, V] -> [N], by inverse CDF: one uniform u per row, o = the first v whose
     cumulative probability exceeds u·Σp. Exact for the categorical (a token of probability 0 has no interval, so it
     is never drawn) at one random number per row, where `torch.multinomial` draws one per vocabulary entry (27 ms
     against 1.7 ms a step for 16 rows of a 49K vocabulary). T = 0 is greedy (argmax). Non-finite logits raise
-    FloatingPointError: a policy that has diverged cannot be sampled."""
+    FloatingPointError: a policy that has diverged cannot be sampled. with_logp: also log p(o) [N] of the drawn
+    tokens under the distribution they were drawn from (float64; None at T = 0), the behaviour policy's log-prob."""
     if temperature == 0:
-        return logits.argmax(-1)
+        return (logits.argmax(-1), None) if with_logp else logits.argmax(-1)
     p = torch.softmax(logits.double() / temperature, -1)  # [N, V], float64: the CDF of a 49K vocab stays exact
     cdf = p.cumsum(-1)  # [N, V]
     total = cdf[:, -1:]  # [N, 1], 1 up to rounding
     if not torch.isfinite(total).all():
         raise FloatingPointError("logits")
     u = torch.rand(total.shape, dtype=cdf.dtype, device=cdf.device) * total  # [N, 1], in [0, Σp)
-    return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp(max=p.shape[-1] - 1)  # [N]
+    tok = torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp(max=p.shape[-1] - 1)  # [N]
+    if not with_logp:
+        return tok
+    return tok, (p.gather(-1, tok[:, None]).squeeze(-1) / total.squeeze(-1)).log()  # [N]: log p(o), Σp normalised
 
 
 @torch.no_grad()
 def decode(model, ids: torch.Tensor, mask: torch.Tensor, n: int, max_new_tokens: int, temperature: float,
-           eos_id: int | None, pad_id: int, stop_early: bool = True) -> torch.Tensor:
+           eos_id: int | None, pad_id: int, stop_early: bool = True, logps: list | None = None) -> torch.Tensor:
     """Up to max_new_tokens new tokens for every row of left-padded prompts [N, P] (each prompt repeated n times,
     rows `prompt for prompt in prompts for _ in range(n)`) -> [N, T'] with T' <= max_new_tokens; a row is pad after
     its <eos>. One forward per token through a KV cache that starts from `shared_prefill` (a group's prompt once).
     A model that fills no cache is run on the whole sequence at every step. stop_early=False runs all
-    max_new_tokens steps even when every row has ended (processes that communicate inside forward stay in step)."""
+    max_new_tokens steps even when every row has ended (processes that communicate inside forward stay in step).
+    `logps`: a list that receives, per step, the log-probs [N] of the drawn tokens (`sample_tokens`; T > 0)."""
     from transformers import DynamicCache
 
     from gcframe import engine
@@ -138,7 +143,10 @@ def decode(model, ids: torch.Tensor, mask: torch.Tensor, n: int, max_new_tokens:
         logits = model(input_ids=x, attention_mask=attn[:, :L], position_ids=pos[:, start:L], use_cache=True,
                        logits_to_keep=1, **{key: cache}).logits[:, -1]  # [N, V]: predicts token L
         start = L if cache.get_seq_length() == L else 0  # a model that fills no cache sees it all again next step
-        tok = sample_tokens(logits, temperature).masked_fill(done, pad_id)  # [N]
+        tok, logp = sample_tokens(logits, temperature, with_logp=True)  # [N], [N] (None when greedy)
+        tok = tok.masked_fill(done, pad_id)
+        if logps is not None and logp is not None:
+            logps.append(logp)
         seq = torch.cat([seq, tok[:, None]], 1)  # [N, L+1]
         if eos_id is not None:
             done |= tok == eos_id
@@ -161,7 +169,9 @@ class Generator:
         """Completions for each prompt repeated n times -> Batch with group_ids = prompt index.
 
         batch.data["truncated"] [N] is 1 where no <eos> came within max_new_tokens; tokens after <eos> are
-        padding with completion_mask 0.
+        padding with completion_mask 0. batch.data["mu_logp"] [N, T] (sampled, T > 0) is log μ(o_t | q, o_<t) of
+        each token under the distribution it was drawn from, at this temperature: the behaviour policy's log-prob,
+        recorded where the sample is made (gcframe.offpolicy), 0 on padding.
         """
         tok = self.tok
         temperature = self.cfg.temperature if temperature is None else temperature
@@ -169,19 +179,25 @@ class Generator:
         p_ids, p_mask = pad_left(rows, tok.pad_token_id)  # [N, P]
         device = next(model.parameters()).device
         p_ids, p_mask = p_ids.to(device), p_mask.to(device)
+        logps: list[torch.Tensor] = []
         with sharding.gathered(model):  # FSDP2: the full weights gathered once, not at every decoding step
             c_ids = decode(model, p_ids, p_mask, n, max_new_tokens or self.cfg.max_new_tokens, temperature,
                            tok.eos_token_id, tok.pad_token_id,
-                           stop_early=sharding.is_gathered(model) or not sharding.is_sharded(model)).cpu()  # [N, T]
+                           stop_early=sharding.is_gathered(model) or not sharding.is_sharded(model),
+                           logps=logps).cpu()  # [N, T]
         p_ids, p_mask = p_ids.cpu(), p_mask.cpu()
         is_eos = c_ids == tok.eos_token_id
         seen_eos_before = (is_eos.cumsum(-1) - is_eos.long()) > 0  # strictly after the first <eos>
         mask = (~seen_eos_before).float()  # 1 up to and including the first <eos>
         c_ids = c_ids.masked_fill(seen_eos_before, tok.pad_token_id)
         truncated = (~is_eos.any(-1)).float()  # [N]
+        data = {"truncated": truncated}
+        if logps:  # sampled (not greedy): log μ [N, T] in the learner's log-prob dtype (float32, float64 for a
+            dtype = torch.promote_types(next(model.parameters()).dtype, torch.float32)  # float64 model)
+            data["mu_logp"] = torch.stack(logps, 1).cpu().to(dtype) * mask
         texts = []
         for i, row in enumerate(c_ids.tolist()):
             keep = [t for t, m in zip(row, mask[i].tolist()) if m and t != tok.eos_token_id]
             texts.append({"prompt": prompts[i // n], "completion": tok.decode(keep, skip_special_tokens=True)})
         gids = torch.arange(len(prompts)).repeat_interleave(n)
-        return Batch(p_ids, p_mask, c_ids, mask, gids, {"truncated": truncated}, texts)
+        return Batch(p_ids, p_mask, c_ids, mask, gids, data, texts)

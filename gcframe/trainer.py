@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 
-from gcframe import sharding
+from gcframe import offpolicy, sharding
 from gcframe.batch import Batch
 from gcframe.config import RunConfig
 from gcframe.context import Context
@@ -34,6 +34,7 @@ from gcframe.evaluate.problems import FILE as PROBLEMS_FILE
 from gcframe.evaluate.problems import heldout_rows, split_names, write_rows
 from gcframe.kl import k3
 from gcframe.modeling import count_parameters, evaluating, prepare_policy
+from gcframe.offpolicy import corrections
 from gcframe.tracking import checkpoint, health
 from gcframe.tracking.log import RunLogger
 from gcframe.tracking.memory import peak_rss_mb, reset_peak, rss_mb
@@ -188,6 +189,13 @@ class Trainer:
         self.method.ctx.policy = self.acc.unwrap_model(self.policy)
         for name, m in zip(self.aux, self.aux_models):  # the method computes with the (possibly wrapped) model
             setattr(self.method, name, m)
+        # off-policy data (gcframe.offpolicy): a sampler μ that lags or runs in a lower precision, and the correction
+        # applied to GC; the Context generates with the sampler wherever a method samples from the live policy
+        self.correction = corrections.Correction.of(self.tcfg)
+        if offpolicy.dials_on(self.tcfg):
+            from gcframe.offpolicy.sampler import Sampler
+
+            self.ctx.sampler = Sampler(self.method.ctx.policy, self.tcfg.staleness, self.tcfg.sampler_dtype)
 
         self.logger = RunLogger(run_dir, enabled=self.acc.is_main_process)
         self.show_progress = self.ctx.show_progress = show_progress and self.acc.is_main_process
@@ -229,6 +237,10 @@ class Trainer:
                         stack.enter_context(self.acc.no_sync(m))
                 logp, entropy = token_logprobs(self.policy, micro, self.tcfg.temperature, with_entropy=True)
                 gc = self.method.coefficients(micro, logp)
+                weight = None
+                if self.correction.is_factor:  # the off-policy correction: one factor on GC, from π_old/μ
+                    weight, cut = self.correction.factor(corrections.inputs(micro, logp))  # [N, T] each
+                    gc = gc * weight.to(gc.dtype)
                 loss = weighted_mle_loss(gc, logp, micro.completion_mask, self.aggregation, norm)
                 if not torch.isfinite(loss):
                     raise FloatingPointError("loss")
@@ -256,6 +268,9 @@ class Trainer:
                 silent = mask & micro.data["zero_var"].bool().unsqueeze(1).expand_as(mask)  # [N, T]
                 tally.add("gc_abs_zero_var", gc.detach().abs()[silent])
             tally.add("entropy", entropy[mask])
+            if weight is not None:  # the correction's weights and the tokens it truncated or dropped
+                tally.add("correction_weight", weight[mask])
+                tally.add("correction_cut", cut[mask].double())
             if "ref_logp" in micro.data and "truncated" in micro.data:  # tokens sampled from π_θ, where the k3 mean
                 tally.add("kl_ref", k3(micro.data["ref_logp"], logp.detach())[mask])  # estimates KL(π_θ‖π_ref)
         clip = sharding.clip_grad_norm_ if self.sharded else self.acc.clip_grad_norm_
@@ -278,16 +293,31 @@ class Trainer:
         t0 = time.perf_counter()
         if not self.policy.training:  # it trains; the passes that must not (sampling, π_old) use `evaluating`
             self.policy.train()
+        if self.ctx.sampler is not None:  # μ for this step: θ_{max(0, step − k)}, in train.sampler_dtype
+            self.ctx.sampler.advance()
         batch = self.method.collect(step).to(self.acc.device)  # (FloatingPointError("logits") from the sampler)
         t1 = time.perf_counter()
         reuse = (self.tcfg.epochs > 1 or self.tcfg.minibatches > 1) and self.method.needs_old_logp  # π_old read
+        off = offpolicy.dials_on(self.tcfg)  # μ ≠ π_old by construction: π_old is recomputed, never assumed
+        recompute = self.method.needs_old_logp and (reuse or off or self.correction.name != "none")
+        measure = "mu_logp" in batch.data and (recompute or off)  # KL(μ‖π_old) and π_old/μ, logged
+        if self.correction.name != "none" and "mu_logp" not in batch.data:
+            raise UserError(f"train.correction {self.correction.name} needs the sampler's log-probs of the batch "
+                            f"(Batch.data['mu_logp']), but method '{self.method.name}' built its batch elsewhere than "
+                            "ctx.rollout / ctx.complete: set train.correction: none for it")
+        mismatch = None
         with torch.no_grad():
             if self.method.uses_reference:
                 batch.data["ref_logp"] = token_logprobs(self.ctx.reference, batch, self.tcfg.temperature)
                 sharding.release(self.ctx.reference)  # FSDP2: π_ref back to its shard alone
-            if reuse:
+            if recompute or measure:  # π_old: the learner's weights at the start of the step, on the sampled tokens
                 with evaluating(self.policy):
-                    batch.data["old_logp"] = token_logprobs(self.policy, batch, self.tcfg.temperature)
+                    old = token_logprobs(self.policy, batch, self.tcfg.temperature)
+                if recompute:  # naive: μ stands in for π_old, as a loop that does not recompute it
+                    batch.data["old_logp"] = batch.data["mu_logp"] if self.correction.replaces_old else old
+                if measure:
+                    mismatch = corrections.mismatch(old, batch.data["mu_logp"], batch.completion_mask,
+                                                    self.correction)
             self.method.prepare(batch)
         bad = sorted(k for k, v in batch.data.items() if v.is_floating_point() and not torch.isfinite(v).all())
         if bad:  # rewards, log-probs of π_ref/π_old (logits), advantages, values
@@ -298,6 +328,8 @@ class Trainer:
             batch.data["zero_var"] = zero_variance(batch.data["rewards"].double(), batch.group_ids).double()
         t2 = time.perf_counter()
         updates, tally = [], Tally()
+        for name, values in (mismatch or {}).items():  # once per batch: the global batch's means in _batch_stats
+            tally.add(name, values)
         for _ in range(self.tcfg.epochs):
             for mb in batch.split(self.tcfg.minibatches, self.mb_gen if self.tcfg.minibatches > 1 else None):
                 updates.append(self._update(mb, tally))
@@ -310,6 +342,11 @@ class Trainer:
         row = self._mean_over_processes(row)
         row.update(self._batch_stats(batch, tally))  # the global batch's statistics
         row.update(self.ctx.pop_stats())  # the data source's global counts (dynamic sampling)
+        if mismatch is not None:  # the largest π_old/μ of the global batch
+            ratio = mismatch["mismatch_ratio"]
+            row["mismatch_ratio_max"] = self._global_max(float(ratio.max()) if ratio.numel() else 0.0)
+        if self.ctx.sampler is not None:
+            row["sampler_lag"] = self.ctx.sampler.lag  # steps the sampler's weights were behind the learner's
         if "truncated" in batch.data:  # tokens sampled by this step (the batch was generated, not read), and those
             dropped = sum(v for k, v in row.items() if k.endswith("dropped_tokens"))  # dynamic sampling, a method's
             self.gen_tokens += int(tally.total("completion_len") + dropped)  # it dropped (ds_, fill_dropped_tokens)
@@ -322,6 +359,14 @@ class Trainer:
         if torch.cuda.is_available():
             row["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
         return row, batch
+
+    def _global_max(self, x: float) -> float:
+        """The largest of a value over processes (itself in one process)."""
+        if self.acc.num_processes == 1:
+            return x
+        t = torch.tensor([x], dtype=torch.float64, device=self.acc.device)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+        return float(t)
 
     def _batch_stats(self, batch: Batch, tally: Tally) -> dict:
         """Statistics of the global batch and of the update's tokens (`tally`), one all-reduce for all of them."""
@@ -358,6 +403,11 @@ class Trainer:
                        gc_wrong_mass=tally.total("gc_wrong") / mass)
         if "truncated" in d:
             out["truncated_frac"] = tally.mean("truncated")
+        names = {"mismatch_kl_k1": "mismatch_kl_k1", "mismatch_kl_k3": "mismatch_kl_k3",  # gcframe.offpolicy:
+                 "mismatch_ratio": "mismatch_ratio_mean", "mismatch_far": "mismatch_far_frac",  # KL(μ‖π_old),
+                 "mismatch_band": "mismatch_band_frac", "correction_weight": "correction_weight_mean",  # π_old/μ,
+                 "correction_cut": "correction_frac"}  # the correction's weights, the tokens it cut
+        out.update({shown: tally.mean(key) for key, shown in names.items() if key in tally.sums})
         if grouped:
             out["zero_var_groups"] = tally.mean("zero_var_groups")
             # mean |GC| per token on equal-reward groups over the mean on all tokens: ~0 where the method's GC

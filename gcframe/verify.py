@@ -230,8 +230,26 @@ def main(argv=None) -> int:
         print(f"{name:<16} {r['max_rel_diff']:>13.2e} {r['grad_norm']:>10.3e} "
               f"{r['ratio_min']:>8.3f}–{r['ratio_max']:<8.3f} {clip:>9} {r['beta']:>6.2f}"
               f"{'' if r['max_rel_diff'] <= TOLERANCE else '   FAIL'}")
+    if not args.methods:  # every method: the off-policy corrections too (gcframe.offpolicy.check, no model)
+        ok &= _corrections()
     print(("all methods: engine gradient = textbook gradient (tolerance %.0e)" % TOLERANCE) if ok else "FAILED")
     return 0 if ok else 1
+
+
+def _corrections() -> bool:
+    """The off-policy corrections' rows (gcframe.offpolicy.check): GRPO's GC times each correction's factor against
+    the corrected objective as its source writes it, on constructed inputs that take every branch -> all passed."""
+    from gcframe.offpolicy import check
+
+    ok = True
+    print(f"\n{'correction':<16} {'max rel diff':>13}  branches taken (tokens)")
+    for row in check.rows():
+        good = check.passed(row, TOLERANCE)
+        ok &= good
+        taken = "; ".join(f"{b} {n}" for b, n in row["branches"].items())
+        missing = f"   FAIL (not taken: {'; '.join(row['missing'])})" if row["missing"] else "   FAIL"
+        print(f"{row['label']:<16} {row['max_rel_diff']:>13.2e}  {taken}{'' if good else missing}")
+    return ok
 
 
 if __name__ == "__main__":  # run the importable gcframe.verify: a plugin's @textbook registers into its TEXTBOOK

@@ -118,6 +118,12 @@ class Method:
                             f"applies to group methods ({known}, and your own that call ctx.rollout(B, G) with "
                             f"G >= 2); turn it off for '{label}' (methods: {{{label}: {{train: {{dynamic_sampling: "
                             "false}}})")
+        if t.correction != "none" and not cls.needs_old_logp:  # gcframe.offpolicy: a factor from π_old/μ
+            known = ", ".join(n for n, c in REGISTRY.items() if c.needs_old_logp)
+            raise UserError(f"train.correction {t.correction} reweights a policy-gradient method's GC by π_old/μ, but "
+                            f"'{label}' has no ratio π_θ/π_old (it reads no π_old): it applies to {known}, and your "
+                            f"own with a ratio; set it to none for '{label}' (methods: {{{label}: {{train: "
+                            "{correction: none}}})")
 
     @classmethod
     def check_model(cls, cfg, task, tok) -> None:

@@ -4,7 +4,8 @@
                                                   optimisers, the LR scheduler, π_ref when it is refreshed, the
                                                   method's own state (if it has `state_dict`), the data order
                                                   (Context._orders and its generator), the minibatch-shuffle
-                                                  generator, step, gen_tokens, elapsed time, the last evaluation
+                                                  generator, step, gen_tokens, elapsed time, the last evaluation,
+                                                  the sampler's weight snapshots (train.staleness)
     RUN/checkpoints/step-000050/rng-rank{r}.pt    (every process) torch, CUDA, python and numpy RNG states
 
 With these restored, a resumed run on CPU logs exactly the metrics of an uninterrupted run (timing columns aside).
@@ -212,6 +213,8 @@ def _train_state(trainer, step: int, last_eval: dict) -> dict:
         state["reference"] = ctx.reference.state_dict()
     if hasattr(trainer.method, "state_dict"):
         state["method"] = trainer.method.state_dict()
+    if getattr(ctx, "sampler", None) is not None:  # train.staleness: the ring of the sampler's weight snapshots
+        state["sampler"] = ctx.sampler.state_dict()
     return state
 
 
@@ -262,6 +265,8 @@ def restore(trainer) -> tuple[int, dict | None]:
         ctx.reference.load_state_dict(state["reference"])
     if "method" in state:
         trainer.method.load_state_dict(state["method"])
+    if "sampler" in state and getattr(ctx, "sampler", None) is not None:
+        ctx.sampler.load_state_dict(state["sampler"])
     ctx._orders = state["orders"]
     ctx.rng.set_state(state["data_rng"])
     trainer.mb_gen.set_state(state["minibatch_rng"])
