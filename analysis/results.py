@@ -144,20 +144,25 @@ runs' last evaluation on fewer, those are filled only on their problems (finding
 
 def write_outcomes(tables, path: Path) -> None:
     """The per-problem outcomes the paired test used (`Runs.outcomes`: each metric from its own source, and the
-    base's where it was scored): one row per method, seed and problem, gzip-compressed CSV, written the same bytes
-    for the same outcomes."""
+    base's where it was scored): one row per method, seed and problem, with the problem's index among the test
+    problems where the runs recorded it (analysis.findings.problem_subgroups names a chat prompt's problem by it),
+    gzip-compressed CSV, written the same bytes for the same outcomes."""
     picks = tables.outcomes()
     if not picks:
         return
     keys = ["method", "seed", "problem"]
-    own = [f[keys + metrics + (["k"] if k and "k" in f else [])] for f, metrics, _, k in picks]  # each its metrics
+    own = [f[keys + (["index"] if "index" in f and i == 0 else []) + metrics + (["k"] if k and "k" in f else [])]
+           for i, (f, metrics, _, k) in enumerate(picks)]  # each its metrics; the problem's index from the first
     frame = own[0]
     for other in own[1:]:  # e.g. maj@k / pass@k from the last evaluation, beside greedy re-scored
         frame = frame.merge(other, on=keys, how="outer")
     base = tables.base_outcomes()
     if base is not None:
         frame = pd.concat([frame, base], ignore_index=True)
-    cols = [c for c in ("method", "seed", "problem", "greedy", "majk", "passk", "pass1", "k") if c in frame]
+    if "index" in frame:  # a problem's index is the same in every row of it (the base's rows included)
+        frame["index"] = frame["problem"].map(frame.dropna(subset=["index"]).groupby("problem")["index"].first())
+    cols = [c for c in ("method", "seed", "problem", "index", "greedy", "majk", "passk", "pass1", "k")
+            if c in frame]
     write_csv_gz(frame[cols].sort_values(["method", "seed", "problem"], kind="stable"), path)
 
 

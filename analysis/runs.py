@@ -218,9 +218,13 @@ RESCORED_SOURCE = "final models re-scored"  # how final_outcomes describes a re-
 
 
 def _outcome_frame(rows: list[dict], method: str, seed: int) -> pd.DataFrame:
-    """Per-problem rows -> method, seed, problem, greedy (0/1) and, where k samples were drawn, majk, passk, pass1."""
+    """Per-problem rows -> method, seed, problem, greedy (0/1), index (where every row records its place among the
+    task's problems: analysis.findings names a chat prompt's problem by it) and, where k samples were drawn, majk,
+    passk, pass1."""
     df = pd.DataFrame(rows)
     out = df[["problem"]].assign(method=method, seed=seed, greedy=df["greedy_correct"].astype(float))
+    if "index" in df and df["index"].notna().all():  # the problem's place among the task's problems (`problems`)
+        out = out.assign(index=df["index"].astype(int))
     if "k_correct" in df and df["k_correct"].notna().all():
         out = out.assign(majk=df["maj_correct"].astype(float), passk=(df["k_correct"] > 0).astype(float),
                          pass1=df["k_correct"] / df["k"], k=df["k"].astype(int))

@@ -36,7 +36,17 @@ def build_config(args):
     """Built-in defaults <- --config YAML <- --quick <- flags; validated before anything is written."""
     from gcframe.config import from_dict, load_yaml, merge, resolve_paths
 
+    if args.config is not None and not args.resume and not args.config.strip():
+        raise UserError(f"--config is empty: give a YAML file, or leave --config out to run {DEFAULT_CONFIG.name}")
     raw = resumed_config(args) if args.resume else load_yaml(args.config or DEFAULT_CONFIG)
+    if args.config and not args.resume and not raw:
+        from gcframe.tasks import TaskConfig
+
+        built_in = TaskConfig()
+        raise UserError(f"config file '{args.config}' sets nothing: it would run gcframe's built-in defaults "
+                        f"(task.n_demos {built_in.n_demos}, task.demo_slip {built_in.demo_slip}), not "
+                        f"experiments/configs/{DEFAULT_CONFIG.name}; leave --config out to run that one, or write the "
+                        "options you want into the file")
     if args.config and not args.resume:  # relative paths in a config file are read from the file's folder
         raw = resolve_paths(raw, Path(args.config).expanduser().resolve().parent)
     run = raw.pop("run", None) or {}

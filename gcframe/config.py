@@ -443,7 +443,37 @@ def from_dict(raw: dict) -> RunConfig:
                             f"got '{getattr(cfg, section).lr_schedule}'")
     if cfg.train.reward not in ("verifier", "reward_model", "process", "functions"):
         raise UserError(f"train.reward must be verifier, reward_model, process or functions, got '{cfg.train.reward}'")
+    if cfg.train.reward_weights and cfg.train.reward != "functions":
+        raise UserError(f"train.reward_weights is set but train.reward is '{cfg.train.reward}': the weights apply to "
+                        "train.reward_funcs only; set train.reward: functions with your functions, or remove "
+                        "train.reward_weights")
     return cfg
+
+
+class DuplicateKey(Exception):
+    """A YAML mapping that names a key twice; the message says which, where, and the fix."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping (`steps: 4` then `steps: 5000`), which YAML
+    would otherwise settle silently by keeping the last."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor`: merged keys are meant to be overridden
+            key = self.construct_object(key_node, deep=True)
+            try:
+                twice = key in seen
+            except TypeError:  # an unhashable key: SafeLoader's own error says so
+                break
+            line = key_node.start_mark.line + 1
+            if twice:
+                raise DuplicateKey(f"sets {key!r} twice in one mapping (lines {seen[key]} and {line}): YAML would "
+                                   "keep the second silently; keep one")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_yaml(path: str | Path) -> dict:
@@ -456,9 +486,11 @@ def load_yaml(path: str | Path) -> dict:
         raise UserError(f"config file '{path}' not found: give the path of a YAML file "
                         "(see experiments/configs/)")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.load(p.read_text(), Loader=UniqueKeyLoader)
     except OSError as e:
         raise UserError(f"config file '{path}' cannot be read ({type(e).__name__}): check its permissions") from None
+    except DuplicateKey as e:
+        raise UserError(f"config file '{path}' {e}") from None
     except yaml.MarkedYAMLError as e:  # where the parser stopped, and the construct it was reading
         at = f" at line {e.problem_mark.line + 1}, column {e.problem_mark.column + 1}" if e.problem_mark else ""
         within = (f" {e.context} that starts at line {e.context_mark.line + 1}, column {e.context_mark.column + 1}"

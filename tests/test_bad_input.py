@@ -127,6 +127,15 @@ CASES = {
                                                                   "offline (HF_HUB_OFFLINE=1)", ".gguf"]),
     "hub name, no network": ({}, ["--model", "gpt2"], None, ["model 'gpt2' is not a local folder or file",
                                                               "offline (http://127.0.0.1:9 cannot be reached)"]),
+    # issue 62: no silent configuration
+    "yaml duplicate key": ("train:\n  steps: 4\n  lr: 0.001\n  steps: 5000\n", [], None,
+                           ["sets 'steps' twice in one mapping (lines 2 and 4)", "keep one"]),
+    "reward_weights without functions": ({"train": {"reward_weights": [1.0, 0.5]}}, [], None,
+                                         ["train.reward_weights is set but train.reward is 'verifier'",
+                                          "train.reward: functions"]),
+    "empty config file": ("# nothing yet\n", [], None, ["sets nothing", "built-in defaults (task.n_demos 500",
+                                                      "not experiments/configs/default.yaml", "leave --config out"]),
+    "--config ''": ({}, ["--config", ""], None, ["--config is empty", "leave --config out"]),
 }
 ENV = {  # cases run with these environment changes (None: unset); the hub's cache is an empty folder of the test's
     "hub name, HF_HUB_OFFLINE": {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "{tmp}/hf_cache"},
