@@ -78,3 +78,49 @@ def test_redecide_reports_a_subgroup_row_as_its_own(tmp_path):
     assert [(c["comparison"], c["metric"]) for c in changed] == [("rft − SFT base (no_carry)", "greedy")]
     for name in ("pairs.csv", "gains.csv", "findings.md", "headline.md"):
         assert (copy / name).read_bytes() == (src / name).read_bytes(), name
+
+
+def _chat_runs(frame: pd.DataFrame | None, n_heldout: int = 50, source: str = "final models re-scored on 50"):
+    """Runs of a chat model (its prompts a chat template's, the model a folder that is not here) with `frame` as
+    their greedy outcomes."""
+    cfg = {"task": {"n_demos": 100, "n_heldout": n_heldout, "n_validation": 100, "prompt_format": "chat"},
+           "model": {"path": "runs/nowhere/sft/seed0/final"}, "train": {"eval_split": "validation"}}
+    return SimpleNamespace(configs={("result", 0): cfg},
+                           outcomes=lambda: [] if frame is None else [(frame, ["greedy"], source, 0)])
+
+
+def test_a_chat_results_subgroups_come_from_its_problems_index():
+    # no tokenizer and no model: the model folder does not exist, and the task's plain problems name the operands
+    task = build_task(TaskConfig(n_demos=100, n_heldout=50, n_validation=100))
+    frame = pd.DataFrame({"method": "a", "seed": 0, "problem": ["id7", "id0", "id49"], "index": [7, 0, 49],
+                          "greedy": [1, 0, 1]})
+    groups = findings.problem_subgroups(_chat_runs(frame))
+    prompts = task.heldout["prompt"]
+    assert groups == {p: "carry" if _independent(prompts[i]) else "no_carry"
+                      for p, i in (("id7", 7), ("id0", 0), ("id49", 49))}
+
+
+@pytest.mark.parametrize("frame, source, says", [
+    (pd.DataFrame({"method": "a", "seed": 0, "problem": ["x"], "greedy": [1]}), "final models re-scored", "no `index`"),
+    (pd.DataFrame({"method": "a", "seed": 0, "problem": ["x"], "index": [3], "greedy": [1]}),
+     "the last evaluation of each run, 100 held-out problems", "no `index`"),  # of validation problems: not test
+    (pd.DataFrame({"method": "a", "seed": 0, "problem": ["x"], "index": [50], "greedy": [1]}), "final models re-scored",
+     "outside the task's 50 test problems"),
+    (pd.DataFrame({"method": "a", "seed": 0, "problem": ["x", "y"], "index": [3, 3], "greedy": [1, 0]}),
+     "final models re-scored", "one place for two problems"),
+])
+def test_a_subgroup_that_cannot_be_built_is_refused_naming_why(frame, source, says):
+    from gcframe.errors import UserError
+
+    with pytest.raises(UserError) as e:
+        findings.problem_subgroups(_chat_runs(frame, source=source))
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_plain_result_names_its_problems_by_their_prompt():
+    task = build_task(TaskConfig(n_demos=100, n_heldout=50, n_validation=100))
+    from gcframe.evaluate.problems import problem_id
+
+    runs = SimpleNamespace(configs={("result", 0): {"task": {"n_demos": 100, "n_heldout": 50, "n_validation": 100}}})
+    groups = findings.problem_subgroups(runs)  # no outcomes needed: the id is the plain prompt's digest
+    assert groups == {problem_id(r): "carry" if _independent(r["prompt"]) else "no_carry" for r in task.heldout}
