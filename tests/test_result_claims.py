@@ -1146,10 +1146,44 @@ def test_the_curves_page_on_smollm2():
     assert f"{fits['A'].min():.3f}–{fits['A'].max():.3f}" == "0.388–0.466"
 
 
+STOP_BAND = 1e-7
+"""How far above its minimum (relative) the squared error may be where an optimiser stops: two CPU families' BLAS
+and libm take curve_fit along slightly different iterates, so they stop at different points of that band (the
+default's grpo seed 0 at B = 7.7467 on an AVX-512 CPU, 7.7423 on an AVX2 one). curve_fit's own ftol is 1e-8; ten
+times that is the band the refit is held to."""
+
+
+def _optimum_band(c, r, r0: float, fit) -> tuple[np.ndarray, np.ndarray]:
+    """How far a parameter (A, B, ln C_mid) and the fitted curve at each evaluation (c) can move while the squared
+    error stays within STOP_BAND of its minimum: the fit's own standard errors scaled to that band. Near the optimum
+    SSE(θ) = SSE* + δθᵀ JᵀJ δθ (J the Jacobian of the curve at the evaluations), so a rise of STOP_BAND·SSE* allows
+    |δθ_i| ≤ √(STOP_BAND·SSE*·[(JᵀJ)⁻¹]_ii) = SE_i·√(STOP_BAND·(n − 3)), SE_i = √([(JᵀJ)⁻¹]_ii·SSE*/(n − 3)) the
+    parameter's standard error (curve_fit's pcov); and the curve's values by the same factor times their own
+    standard errors (√diag(J·cov·Jᵀ)). A weakly determined B (a step-like rise) gets a wide band, a well determined
+    one a narrow band (rft's B to about 1e-3)."""
+    from analysis import curves
+
+    theta = np.array([fit["A"], fit["B"], np.log(fit["C_mid"])])
+
+    def curve(t):
+        return curves.saturating(c, r0, t[0], t[1], float(np.exp(t[2])))
+
+    h = 1e-6 * np.maximum(1.0, np.abs(theta))  # central differences: [n evaluations, 3 parameters]
+    jac = np.stack([(curve(theta + hi * e) - curve(theta - hi * e)) / (2 * hi) for hi, e in zip(h, np.eye(3))], 1)
+    sse = float(((curve(theta) - r) ** 2).sum())
+    cov = np.linalg.inv(jac.T @ jac) * sse / (len(r) - 3)  # [3, 3]: curve_fit's pcov at this optimum (a flat
+    # direction, B of a step-like rise, is wide here as it is for the optimiser: no pseudo-inverse narrows it)
+    factor = np.sqrt(STOP_BAND * (len(r) - 3))
+    return factor * np.sqrt(np.diag(cov)), factor * np.sqrt(np.einsum("ij,jk,ik->i", jac, cov, jac))
+
+
 def test_a_curve_result_refits_from_its_published_evaluations():
     """results/default_long/evals.csv holds every evaluation of every run: one run refitted from it alone gives its row
     of curves_per_run.csv as published (A, B, C_mid, RMSE, σ at their printed precision), and every run its
-    curves_runs.csv row to 6 digits."""
+    curves_runs.csv row. The inputs of the fit (points, R₀, the last compute and accuracy, σ) are arithmetic and
+    agree to 6 digits; the fitted parameters and the fitted curve agree within the band their optimum is
+    determined to (`_optimum_band`: a tolerance derived from the fit's own standard errors, which holds on any CPU
+    family, where the optimiser's stopping point moves in the 4th digit of a weakly determined B)."""
     from analysis import curves
 
     ev = pd.read_csv(RESULTS / "default_long" / "evals.csv")
@@ -1158,15 +1192,34 @@ def test_a_curve_result_refits_from_its_published_evaluations():
     row = pd.read_csv(RESULTS / "default_long" / "curves_per_run.csv", dtype=str).set_index(["method", "seed"]).loc[
         ("online_rft", "1")]
     assert fit["status"] == row["status"] == "ok" and int(row["points"]) == fit["n_points"] == 12
-    assert (f"{fit['A']:.3f}", f"{fit['B']:.2f}", f"{fit['C_mid']:.3g}", f"{fit['rmse']:.3f}", f"{fit['sigma']:.3f}") \
-        == (row["A"], row["B"], row["C_mid"], row["rmse"], row["σ"])
+    for name, col, decimals in (("A", "A", 3), ("B", "B", 2), ("rmse", "rmse", 3), ("sigma", "σ", 3)):
+        assert abs(fit[name] - float(row[col])) <= 0.5 * 10 ** -decimals, name  # within the printed digits
+    assert f"{fit['C_mid']:.3g}" == row["C_mid"]
     refit = curves.run_fits(ev, list(dict.fromkeys(ev["method"]))).set_index(["method", "seed"])
     runs = pd.read_csv(RESULTS / "default_long" / "curves_runs.csv").set_index(["method", "seed"])
     assert set(refit.index) == set(runs.index) and len(runs) == 15
-    for col in ("n_points", "R0", "c_last", "r_last", "sigma", "A", "B", "C_mid", "rmse"):
+    assert (refit["status"] == runs.loc[refit.index, "status"]).all()
+    for col in ("n_points", "R0", "c_last", "r_last", "sigma"):  # not fitted: computed from the evaluations
         assert np.allclose(refit[col].astype(float), runs.loc[refit.index, col].astype(float), rtol=1e-5,
                            equal_nan=True), col
-    assert (refit["status"] == runs.loc[refit.index, "status"]).all()
+    fitted = runs[runs["status"].isin(curves.FIT_WORDS)]
+    assert len(fitted) == 12  # rft, online_rft, @filled and grpo, 3 seeds each (sft never rises)
+    widths = {}
+    for (m, s), pub in fitted.iterrows():
+        g = ev[(ev["method"] == m) & (ev["seed"] == s) & (ev["compute"] > 0)]
+        c, r = g["compute"].to_numpy(float), g["accuracy"].to_numpy(float)
+        band, curve_band = _optimum_band(c, r, pub["R0"], pub)
+        new = refit.loc[(m, s)]
+        moved = np.abs([new["A"] - pub["A"], new["B"] - pub["B"], np.log(new["C_mid"] / pub["C_mid"])])
+        printed = 5e-6 * np.array([abs(pub["A"]), abs(pub["B"]), 1.0])  # half the 6th significant digit (%.6g)
+        assert (moved <= band + printed).all(), (m, s, moved, band)
+        shift = np.abs(curves.saturating(c, pub["R0"], new["A"], new["B"], new["C_mid"])
+                       - curves.saturating(c, pub["R0"], pub["A"], pub["B"], pub["C_mid"]))
+        assert (shift <= curve_band + 1e-5).all(), (m, s, shift.max(), curve_band.max())  # + the printed digits
+        assert abs(new["rmse"] - pub["rmse"]) <= 1e-5 * pub["rmse"]  # the minimum itself: flat to second order
+        widths[(m, s)] = band
+    # the band is narrow where the data determine the fit: rft's A to 1e-5 and B to 1e-3 (a forged digit fails)
+    assert all(widths[("rft", s)][0] < 1e-5 and widths[("rft", s)][1] < 1e-3 for s in (0, 1, 2)), widths
 
 
 # -- what gives a finished base with room (results/base_levers, docs/results/index.md) --------------------------------
