@@ -433,7 +433,8 @@ def _main(args, where: dict) -> int:
 
     check_cache()  # before --out is made: the same command runs once the cache is fixed
 
-    from gcframe import pipeline
+    from gcframe import pipeline, sizing
+    from gcframe.modeling import build_char_tokenizer
     from gcframe.rewards import functions as reward_funcs
     from gcframe.config import load_yaml
     from gcframe.tracking import trackers
@@ -444,8 +445,13 @@ def _main(args, where: dict) -> int:
 
     cfg, task = pipeline.prepare(cfg)
     reward_funcs.attach(task, cfg.train)  # the user's reward functions, imported and tried before anything is written
+    dims, longest = sizing.dims_of(cfg, task.fmt.tok), None
     for label in names:  # a method that cannot run on this model is refused before any run starts
-        get_method(label.split("@", 1)[0]).check_model(run_config(cfg, label, cfg.seed)[1], task, task.fmt.tok)
+        run_cfg = run_config(cfg, label, cfg.seed)[1]
+        get_method(label.split("@", 1)[0]).check_model(run_cfg, task, task.fmt.tok)
+        if run_cfg.train != cfg.train:  # a label's own train options: its sizes too (pipeline.prepare checked cfg's)
+            longest = longest or pipeline.longest_prompt(task, task.fmt.tok or build_char_tokenizer())
+            sizing.check(run_cfg, dims, longest, where=f"{label}: ")
     if args.quick and not cfg.model.path:
         quick_stage1(cfg, task)
     tracker_names = trackers.names(cfg.train.report_to)

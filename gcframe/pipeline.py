@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from gcframe.config import RUNTIME_MODEL_OPTIONS, RunConfig, TrainConfig
+from gcframe import sizing
 from gcframe.errors import UserError, disk_full, disk_full_line
 from gcframe.tasks import build_task
 from gcframe.tracking import claims, progress
@@ -35,14 +36,20 @@ def resolve(cfg: RunConfig, task, tok=None) -> RunConfig:
     return cfg
 
 
-def check_context(cfg: RunConfig, task, tok, context: int | None) -> None:
-    """Every prompt plus max_new_tokens must fit the model's context (max_position_embeddings)."""
-    if not context:
-        return
+def longest_prompt(task, tok) -> int:
+    """Tokens of the longest prompt among the held-out problems, the first 2,000 training prompts and the
+    demonstrations."""
     from gcframe.sampling import encode_prompts
 
     texts = list(dict.fromkeys(list(task.heldout["prompt"]) + task.prompts[:2000]["prompt"] + list(task.demos["prompt"])))
-    longest = max(len(ids) for ids in encode_prompts(tok, texts))
+    return max(len(ids) for ids in encode_prompts(tok, texts))
+
+
+def check_context(cfg: RunConfig, task, tok, context: int | None, longest: int | None = None) -> None:
+    """Every prompt plus max_new_tokens must fit the model's context (max_position_embeddings)."""
+    if not context:
+        return
+    longest = longest_prompt(task, tok) if longest is None else longest
     if longest + cfg.train.max_new_tokens > context:
         raise UserError(f"a prompt of {longest} tokens plus train.max_new_tokens={cfg.train.max_new_tokens} exceeds "
                         f"the model's context of {context} tokens: shorten the prompts (task.system_prompt, "
@@ -207,5 +214,7 @@ def prepare(cfg: RunConfig):
         tok, context = None, cfg.model.max_positions
     task = build_task(cfg.task, tok)
     cfg = resolve(cfg, task, tok)
-    check_context(cfg, task, tok or build_char_tokenizer(), context)
+    longest = longest_prompt(task, tok or build_char_tokenizer())
+    check_context(cfg, task, tok or build_char_tokenizer(), context, longest)
+    sizing.check(cfg, sizing.dims_of(cfg, tok), longest)  # sizes this machine cannot hold, before any is allocated
     return cfg, task

@@ -11,6 +11,7 @@ The loop never asks which method it runs.
 from __future__ import annotations
 
 import atexit
+import collections.abc
 import contextlib
 import dataclasses
 import hashlib
@@ -51,7 +52,28 @@ def eval_steps(tcfg) -> set[int]:
         n = tcfg.eval_points
         half = {tcfg.steps // 2} if tcfg.steps >= 2 else set()
         return {max(1, round(tcfg.steps ** (j / n))) for j in range(1, n + 1)} | half
-    return set(range(tcfg.eval_every, tcfg.steps + 1, tcfg.eval_every)) if tcfg.eval_every else set()
+    return EvalSteps(tcfg.eval_every, tcfg.steps) if tcfg.eval_every else set()
+
+
+class EvalSteps(collections.abc.Set):
+    """Every `every`-th step up to `steps`, as a rule: `done in` it is arithmetic, so nothing is allocated in
+    proportion to train.steps (a set of them took gigabytes at steps 10^20). Iterating lists them, in order."""
+
+    def __init__(self, every: int, steps: int):
+        self.every, self.steps = every, steps
+
+    def __contains__(self, step) -> bool:
+        return isinstance(step, int) and 0 < step <= self.steps and step % self.every == 0
+
+    def __iter__(self):
+        return iter(range(self.every, self.steps + 1, self.every))
+
+    def __len__(self) -> int:
+        return self.steps // self.every
+
+    @classmethod
+    def _from_iterable(cls, it):  # what |, & and - of two Sets build: a plain set
+        return set(it)
 
 
 def make_accelerator() -> Accelerator:

@@ -136,6 +136,10 @@ CASES = {
     "empty config file": ("# nothing yet\n", [], None, ["sets nothing", "built-in defaults (task.n_demos 500",
                                                       "not experiments/configs/default.yaml", "leave --config out"]),
     "--config ''": ({}, ["--config", ""], None, ["--config is empty", "leave --config out"]),
+    # issue 62: no runaway inputs: refused before anything is allocated, with the estimate
+    "runaway prompts_per_step": ({"train": {"prompts_per_step": 1000000000}}, [], None,
+                                 ["4,000,000,000 sequences", "needs about", "GiB", "this machine holds",
+                                  "lower train.prompts_per_step"]),
 }
 ENV = {  # cases run with these environment changes (None: unset); the hub's cache is an empty folder of the test's
     "hub name, HF_HUB_OFFLINE": {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "{tmp}/hf_cache"},
