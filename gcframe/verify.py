@@ -130,6 +130,43 @@ def _grad(model, loss) -> torch.Tensor:
     return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)])
 
 
+OUTCOMES_AT_SAMPLING = {"online_dpo": "its pairs: a prompt whose samples' rewards differ"}
+"""Methods whose data source decides on the rewards of its own samples (method -> what it decides): their rollouts'
+outcomes are replaced by `_inject_rewards`' seeded ones as soon as they are sampled (`_seeded_outcomes`), so that
+the branch is taken by construction, the same on every machine, not by how the tiny base's samples round on this
+CPU (a base that answers every sample of each prompt alike leaves online DPO without a pair)."""
+
+
+def _seeded_outcomes(ctx, gen: torch.Generator) -> None:
+    """ctx.rollout with every batch's rewards replaced by `_inject_rewards`' (seeded by `gen`: the first prompt's
+    samples alike, the others' 0/1 at random), before the method's collect sees them."""
+    sample = ctx.rollout
+
+    def rollout(*args, **kwargs):
+        batch = sample(*args, **kwargs)
+        _inject_rewards(batch, gen)
+        return batch
+
+    ctx.rollout = rollout
+
+
+Z0_MARGIN = 0.5
+"""KTO's reference point in verify: z₀ = this many nats (`_reference_below`)."""
+
+
+def _reference_below(batch, policy) -> None:
+    """KTO's reference point z₀ = max(0, mean Δ over its mismatched rows), Δ = Σ_t log π_θ/π_ref, is live (z₀ > 0,
+    not its clamp at 0) by construction: log π_ref is lowered by one constant per token so that the mismatched rows'
+    mean Δ is Z0_MARGIN, whatever sign the moved policy and the perturbed reference gave it on this CPU. The identity
+    checked holds for any log π_ref: the textbook loss reads the same batch."""
+    mask, rows = batch.completion_mask, batch.data["mismatched"]  # [N, T], [N] 1 on (q_i, o_{i-1})
+    with torch.no_grad():
+        delta = ((token_logprobs(policy, batch) - batch.data["ref_logp"]) * mask).sum(-1)  # Δ [N]
+    mean = (delta * rows).sum() / rows.sum()
+    tokens = (mask.sum(-1) * rows).sum() / rows.sum()  # mean length of a mismatched row
+    batch.data["ref_logp"] = batch.data["ref_logp"] - (Z0_MARGIN - mean) / tokens * mask  # Δ += that · |o|
+
+
 def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: float = 0.05) -> dict:
     from gcframe.trainer import Trainer
 
@@ -140,6 +177,8 @@ def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: 
         trainer = Trainer(cfg, name, Path(tmp) / name, base_dir, task, acc, show_progress=False,
                           dtype=torch.float64)
     method, policy = trainer.method, trainer.ctx.policy
+    if name in OUTCOMES_AT_SAMPLING:  # its collect decides on its samples' rewards: seeded ones, on any machine
+        _seeded_outcomes(trainer.ctx, torch.Generator().manual_seed(seed + 3))
     for m in method.auxiliary_models().values():
         m.double()
     batch = method.collect(0).to(acc.device)
@@ -151,6 +190,8 @@ def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: 
         batch.data["old_logp"] = token_logprobs(policy, batch)
         method.prepare(batch)
     move_off_policy(policy, batch, batch.data["old_logp"], gen, perturb)
+    if "mismatched" in batch.data:  # KTO: its reference point z₀ > 0 on any machine
+        _reference_below(batch, policy)
 
     logp = token_logprobs(policy, batch)
     gc = method.coefficients(batch, logp)
