@@ -49,6 +49,37 @@ def group_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, scale_by_st
     return adv.masked_fill(flat, 0.0)
 
 
+def batch_scaled_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, leave_one_out: bool = False,
+                            all_sum=None, eps: float = 1e-6) -> torch.Tensor:
+    """Group mean, batch std (Lite PPO; Liu et al. 2025, "Tricks or Traps?", arXiv:2508.08221, §4; TRL's
+    scale_rewards="batch"): Â_i = (r_i − mean_group(r)) / std_batch(r) [N].
+
+    The centring is the group's (a per-prompt baseline), the scale the unbiased std of every reward of the batch:
+    rare signal (a group with one success) keeps its full size instead of being blown up by a small group std.
+    `all_sum` (Context.all_sum) makes the std that of the global batch. A batch whose rewards are all equal gets 0."""
+    adv = rewards - group_baseline(rewards, group_ids, leave_one_out)
+    moments = torch.stack([torch.ones_like(rewards).sum(), rewards.sum(), (rewards * rewards).sum()])  # n, Σr, Σr²
+    if all_sum is not None:
+        moments = all_sum(moments)
+    n, s1, s2 = moments[0], moments[1], moments[2]
+    var = ((s2 - s1 * s1 / n.clamp(min=1)) / (n - 1).clamp(min=1)).clamp(min=0)  # unbiased, as torch.std
+    std = var.sqrt()
+    if std < eps:
+        return torch.zeros_like(rewards)
+    return adv.masked_fill(zero_variance(rewards, group_ids, eps), 0.0) / std
+
+
+def mean_scaled_advantages(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+    """MaxRL (Tajwar et al. 2026, arXiv:2602.02710): Â_i = (r_i − r̄) / r̄, r̄ the mean of i's group [N].
+
+    With 0/1 rewards and K of G correct, r̄ = K/G, and (1/G) Σ_i Â_i ∇log π(o_i) = (1/K) Σ_{i correct} ∇log π(o_i)
+    − (1/G) Σ_i ∇log π(o_i): the score averaged over the correct samples (an unbiased gradient of the truncated
+    maximum-likelihood objective) minus a zero-mean control variate. A group with r̄ = 0 (no success) gets 0."""
+    mean = group_baseline(rewards, group_ids)
+    safe = torch.where(mean != 0, mean, torch.ones_like(mean))
+    return torch.where(mean != 0, (rewards - mean) / safe, torch.zeros_like(rewards))
+
+
 def process_advantages(step_rewards: torch.Tensor, step_mask: torch.Tensor, group_ids: torch.Tensor,
                        eps: float = 1e-6) -> torch.Tensor:
     """Process supervision (seed, "Process Supervision as a Refinement"; DeepSeekMath §4.1.3):

@@ -61,16 +61,32 @@ def _verify_config():
                     "reinforce_pp_baseline": {"beta": 0.1, "kl_loss_coef": 0.1},
                     # λ_U ≠ λ_D (z₀ > 0 at seed 0: kto_z0 in the row's stats), ORPO's odds-ratio term as large as its
                     # SFT term, and G = 8 so that online_dpo pairs every prompt with tokens that move both ways
-                    "kto": {"undesirable_weight": 1.5}, "orpo": {"lam": 1.0}, "online_dpo": {"group_size": 8}},
+                    "kto": {"undesirable_weight": 1.5}, "orpo": {"lam": 1.0}, "online_dpo": {"group_size": 8},
+                    # issue 64's losses, every branch wide open: a floor c just above 1 (many tokens with Â < 0 pass
+                    # it), narrow bands and thresholds, every covariance token a candidate, a KL term on each, RPO's
+                    # NLL as large as its DPO term
+                    "dual_clip_ppo": {"beta": 0.1, "clip_eps": 0.1, "dual_clip": 1.01},
+                    "lite_ppo": {"beta": 0.1, "clip_eps": 0.1}, "maxrl": {"beta": 0.1, "clip_eps": 0.1},
+                    "kimi": {"beta": 0.1, "tau": 0.5}, "dppo": {"beta": 0.1, "delta_low": 0.02, "delta_high": 0.02},
+                    "gmpo": {"beta": 0.1, "clip_eps": 0.1, "clip_eps_high": 0.15},
+                    "clip_cov": {"beta": 0.1, "clip_eps": 0.1, "clip_cov_ratio": 0.2, "clip_cov_lb": -10.0,
+                                 "clip_cov_ub": 10.0},
+                    "kl_cov": {"beta": 0.1, "kl_cov_ratio": 0.2, "kl_coef": 0.5}, "rpo": {"alpha": 1.0}},
     })
 
 
 VARIANTS = {"grpo@k3": ("grpo", {"kl_estimator": "k3"}), "grpo@k2": ("grpo", {"kl_estimator": "k2"}),
             "grpo_ps@k3_ratio": ("grpo_ps", {"kl_estimator": "k3_ratio"}),
             "reinforce_pp@grouped": ("reinforce_pp", {"grouped": True}), "remax@grouped": ("remax", {"grouped": True}),
-            "gpg@std": ("gpg", {"scale_by_std": True}), "ipo@token_mean": ("ipo", {"token_mean": True})}
+            "gpg@std": ("gpg", {"scale_by_std": True}), "ipo@token_mean": ("ipo", {"token_mean": True}),
+            "grpo@dual_clip": ("grpo", {"clip_eps": 0.1, "dual_clip": 1.01}),
+            "gspo@dual_clip": ("gspo", {"clip_eps": 0.01, "clip_eps_high": 0.01, "dual_clip": 1.02}),
+            "lite_ppo@centred": ("lite_ppo", {"scale_by_std": False}), "kimi@token": ("kimi", {"level": "token"}),
+            "dppo@kl": ("dppo", {"divergence": "kl", "delta_low": 0.002, "delta_high": 0.002})}
 """Rows beyond one per method: label -> (method, options over the config's): every KL estimator GRPO offers, the G per
-prompt data sources of reinforce_pp and remax, GPG's std scaling, IPO's per-token log-ratio (TRL's form)."""
+prompt data sources of reinforce_pp and remax, GPG's std scaling, IPO's per-token log-ratio (TRL's form), dual-clip
+PPO's floor on GRPO's token ratio and GSPO's sequence ratio, Lite PPO without the batch std, Kimi's per-token
+penalty, DPPO's Binary-KL mask."""
 
 
 def variant_config(cfg, label: str):

@@ -30,6 +30,17 @@ from methods import simpo  # noqa: F401
 from methods import kto  # noqa: F401
 from methods import orpo  # noqa: F401
 from methods import online_dpo  # noqa: F401
+from methods import rpo  # noqa: F401
+# the field's remaining policy losses: a floor, a batch std, a quadratic penalty, a divergence mask, a geometric
+# mean, covariance-selected tokens, a mean-scaled advantage
+from methods import dual_clip_ppo  # noqa: F401
+from methods import lite_ppo  # noqa: F401
+from methods import kimi  # noqa: F401
+from methods import dppo  # noqa: F401
+from methods import gmpo  # noqa: F401
+from methods import clip_cov  # noqa: F401
+from methods import kl_cov  # noqa: F401
+from methods import maxrl  # noqa: F401
 from gcframe.plugins import load_entry_points  # noqa: E402  (installed packages' methods: entry points gcframe.methods)
 
 load_entry_points()

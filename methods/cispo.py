@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from gcframe.batch import Batch
+from gcframe.errors import UserError
 from methods.base import register
 from methods.grpo import GRPO, masked_mean
 
@@ -39,6 +40,12 @@ class CISPO(GRPO):
         """ε_high: the weight's upper bound is 1 + ε_high (TRL's epsilon_high for cispo is this bound: 5.0)."""
         beta: float = 0.0
         """β: weight of GRPO's KL term (0: none, as M1's eq. 4)."""
+
+        def validate(self) -> None:
+            super().validate()
+            if self.dual_clip is not None:
+                raise UserError("dual_clip floors GRPO's clipped surrogate, which CISPO does not have (its weight is "
+                                "clipped, never zeroed): leave it unset (null)")
 
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
         """GC_{i,t} = clip(r_{i,t}, 1 − ε_low, 1 + ε_high) · Â_{i,t} − β c_{i,t}   (MiniMax-M1 eqs. 4–5)

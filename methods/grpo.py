@@ -18,6 +18,7 @@ import torch
 from gcframe.advantages import group_advantages
 from gcframe.batch import Batch
 from gcframe.errors import UserError
+from gcframe.clipping import check_dual_clip, clip_inactive  # noqa: F401 (clip_inactive: re-exported)
 from gcframe.kl import LOSS_ESTIMATORS, kl_estimate, kl_grad_coefficient
 from methods.base import Method, MethodConfig, register
 
@@ -33,14 +34,6 @@ def flat_group_frac(adv: torch.Tensor, group_ids: torch.Tensor) -> float:
     _, inv = torch.unique(group_ids, return_inverse=True)
     live = torch.zeros(int(inv.max()) + 1, device=adv.device).index_add_(0, inv, (adv != 0).any(-1).float())
     return float((live == 0).float().mean())
-
-
-def clip_inactive(adv: torch.Tensor, ratio: torch.Tensor, eps_low: float, eps_high: float) -> torch.Tensor:
-    """[N, T] bool: the clipped surrogate min(rÂ, clip(r)Â) still depends on r (its gradient is Â·r, not 0).
-
-    The clip bites only on the side the advantage pushes towards: Â > 0 and r > 1+ε_high, or Â < 0 and r < 1−ε_low.
-    """
-    return ~(((adv > 0) & (ratio > 1 + eps_high)) | ((adv < 0) & (ratio < 1 - eps_low)))
 
 
 def clip_sides(adv: torch.Tensor, ratio: torch.Tensor, eps_low: float, eps_high: float, mask: torch.Tensor) -> dict:
@@ -91,11 +84,15 @@ class GRPO(Method):
         """ε: the ratio's clip band [1−ε, 1+ε] (the lower edge when clip_eps_high is set)."""
         clip_eps_high: float | None = None
         """Upper edge ε_high of an asymmetric band [1−ε, 1+ε_high] (DAPO's clip-higher); None = symmetric."""
+        dual_clip: float | None = None
+        """c of dual-clip PPO (Ye et al. 2020, §3.3; TRL's `delta` when it exceeds 1 + ε_high, verl's clip_ratio_c):
+        a token with Â < 0 whose ratio passed c stops pushing (its surrogate is floored at c·Â). None: off; > 1."""
 
         def validate(self) -> None:
             super().validate()
             if not self.clip_eps > 0 or (self.clip_eps_high is not None and not self.clip_eps_high > 0):
                 raise UserError(f"clip_eps and clip_eps_high must be > 0, got {self.clip_eps}, {self.clip_eps_high}")
+            check_dual_clip(self.dual_clip)
 
     uses_reference = True
     needs_groups = True
@@ -135,13 +132,17 @@ class GRPO(Method):
         k3_ratio, −log ρ for k2, 1 − ρ for k3 (the KL part is then β(ρ − 1)). Derivation: ∇ of
         −[min(rÂ, clip(r)Â) − β KL̂] is −[Â r 1[not clipped] − β c] ∇log π_θ, since ∇r = r ∇log π_θ,
         ∇k3 = (1 − ρ)∇log π_θ, ∇k2 = −log ρ ∇log π_θ and ∇(r·k3) = r(k3 + 1 − ρ)∇log π_θ = −r log ρ ∇log π_θ.
+        With dual_clip c (Ye et al. 2020, §3.3) the surrogate of a token with Â < 0 is max(min(rÂ, clip(r)Â), cÂ),
+        constant once r > c: 1[clip inactive] is 0 there too.
         """
         cfg, mask = self.cfg, batch.completion_mask
         adv = batch.data["advantages"]  # [N, T]
         ratio = (logp.detach() - self.old_logp(batch, logp)).exp()  # r = π_θ/π_old [N, T]
         eps_high = cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high
-        active = clip_inactive(adv, ratio, cfg.clip_eps, eps_high)  # [N, T] bool
+        active = clip_inactive(adv, ratio, cfg.clip_eps, eps_high, cfg.dual_clip)  # [N, T] bool
         gc = adv * ratio * active - self.kl_coefficient(batch, logp, ratio)  # [N, T]
         self.record(clip_frac=masked_mean((~active).float(), mask), ratio_mean=masked_mean(ratio, mask),
                     **clip_sides(adv, ratio, cfg.clip_eps, eps_high, mask))
+        if cfg.dual_clip is not None:  # the tokens only the floor c·Â stopped (Â < 0, r > c)
+            self.record(dual_clip_frac=masked_mean(((adv < 0) & (ratio > cfg.dual_clip)).float(), mask))
         return gc

@@ -52,18 +52,19 @@ class GSPO(GRPO):
         ∇s_i = s_i ∇ (1/|o_i|) Σ_t log π_θ(o_{i,t}) (π_old is fixed), so ∇ min(s_i Â_i, clip(s_i) Â_i) =
         Â_i s_i 1[not clipped] (1/|o_i|) Σ_t ∇log π_θ(o_{i,t}) (eq. 10): every token of o_i carries the same
         coefficient, and the engine's (1/N) Σ_i (1/|o_i|) Σ_t is eq. 5's (1/G) Σ_i. The clip bites for Â_i > 0 and
-        s_i > 1 + ε_high, or Â_i < 0 and s_i < 1 − ε_low. The KL part is GRPO's per token (r = π_θ/π_old).
+        s_i > 1 + ε_high, or Â_i < 0 and s_i < 1 − ε_low (or s_i > c with dual_clip c, as TRL's `delta` on the
+        sequence ratio). The KL part is GRPO's per token (r = π_θ/π_old).
         """
         cfg, mask = self.cfg, batch.completion_mask
         adv = batch.data["advantages"]  # [N, T]
         log_ratio = logp.detach() - self.old_logp(batch, logp)  # log r [N, T]
         s = self.sequence_ratio(log_ratio, mask)  # [N, 1]
         eps_high = cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high
-        keep = clip_inactive(adv, s, cfg.clip_eps, eps_high)  # [N, T] bool (s broadcast over the tokens)
+        keep = clip_inactive(adv, s, cfg.clip_eps, eps_high, cfg.dual_clip)  # [N, T] bool (s over the tokens)
         gc = adv * s * keep - self.kl_coefficient(batch, logp, log_ratio.exp())  # [N, T]
         seq_adv = adv.sum(-1, keepdim=True)  # [N, 1]: the sign of Â_i (0 for a flat group)
         live = mask.sum(-1) > 0  # [N]: sequences with tokens
-        clipped = ~clip_inactive(seq_adv, s, cfg.clip_eps, eps_high).squeeze(1) & live  # [N]
+        clipped = ~clip_inactive(seq_adv, s, cfg.clip_eps, eps_high, cfg.dual_clip).squeeze(1) & live  # [N]
         self.record(clip_frac=masked_mean((~keep).float(), mask), seq_ratio_mean=masked_mean(s.squeeze(1), live),
                     seq_clip_frac=clipped.float().sum() / live.sum().clamp(min=1),
                     **clip_sides(adv, s, cfg.clip_eps, eps_high, mask))

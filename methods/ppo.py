@@ -18,6 +18,7 @@ import torch
 from gcframe.advantages import gae, whiten
 from gcframe.batch import Batch
 from gcframe.engine import Normaliser, aggregate, token_logprobs
+from gcframe.clipping import check_dual_clip, clip_inactive
 from gcframe.errors import UserError
 from gcframe.kl import k1, k3
 from gcframe.modeling import ScalarHeadModel, evaluating, load_model_and_tokenizer
@@ -43,9 +44,13 @@ class PPOConfig(MethodConfig):
     rate: at 1e-4 the critic barely beats a constant in 100 steps (explained variance < 0.15)."""
     whiten: bool = True
     """Whiten the advantages over the batch's tokens (mean 0, std 1) before the policy update."""
+    dual_clip: float | None = None
+    """c of dual-clip PPO (Ye et al. 2020, §3.3): a token with A < 0 whose ratio passed c stops pushing (its surrogate
+    is floored at c·A). None: off (PPO's plain clip); > 1. methods/dual_clip_ppo.py runs PPO with c = 3."""
 
     def validate(self) -> None:
         super().validate()
+        check_dual_clip(self.dual_clip)
         for name in ("gamma", "lam"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise UserError(f"methods.ppo.{name} must be in [0, 1], got {getattr(self, name)}")
@@ -136,16 +141,20 @@ class PPO(Method):
         """GC_t = A_t · r_t · 1[clip inactive],  r_t = π_θ(o_t)/π_old(o_t)   (Schulman et al. 2017, eq. 7).
 
         ∇ min(r A, clip(r, 1−ε, 1+ε) A) = A·r·∇log π_θ where the unclipped term is the min, and 0 where the
-        clip bites: A > 0 and r > 1+ε, or A < 0 and r < 1−ε. No KL term: it is in the reward (prepare).
+        clip bites: A > 0 and r > 1+ε, or A < 0 and r < 1−ε. With dual_clip c the objective of a token with A < 0
+        is max(min(r A, clip(r) A), c A) (Ye et al. 2020, §3.3), constant, so GC = 0, where r > c as well. No KL
+        term: it is in the reward (prepare).
         """
         adv, mask = batch.data["advantages"], batch.completion_mask  # [N, T]
         old = self.old_logp(batch, logp)  # [N, T]
         ratio = (logp.detach() - old).exp()  # r_t [N, T]
-        eps = self.cfg.clip_eps
-        bites = ((adv > 0) & (ratio > 1 + eps)) | ((adv < 0) & (ratio < 1 - eps))  # [N, T] bool
+        c, eps = self.cfg.dual_clip, self.cfg.clip_eps
+        bites = ~clip_inactive(adv, ratio, eps, eps, c)  # [N, T] bool
         n = mask.sum().clamp(min=1)
         self.record(clip_frac=(bites.float() * mask).sum() / n,
                     approx_kl_old=(k3(logp.detach(), old) * mask).sum() / n)  # k3 with ρ = r: KL(π_old‖π_θ)
+        if c is not None:  # the tokens only the floor c·A stopped (A < 0, r > c)
+            self.record(dual_clip_frac=(((adv < 0) & (ratio > c)).float() * mask).sum() / n)
         return adv * ratio * (~bites).to(adv.dtype) * mask
 
     def auxiliary_loss(self, batch: Batch, norm: Normaliser) -> torch.Tensor:

@@ -52,6 +52,26 @@ def test_the_preference_methods_run_every_branch(rows):
     assert rows["online_dpo"]["stats"]["paired_prompts"] == 3 and rows["online_dpo"]["stats"]["unpaired_prompts"] == 1
 
 
+def test_the_issue_64_methods_run_every_branch(rows):
+    """Each branch of the new losses was taken in its row (their hand-computed cases: tests/test_methods_zoo_field.py):
+    the dual clip's floor beside the plain clip, both sides of DPPO's masks (TV and KL), GMPO's log-space clip on both
+    sides, some but not all tokens chosen by covariance, Kimi's log-ratios moved, RPO's NLL term carrying weight, Lite PPO's batch std changing the step."""
+    s = {name: r["stats"] for name, r in rows.items()}
+    for name in ("dual_clip_ppo", "grpo@dual_clip"):
+        assert 0 < s[name]["dual_clip_frac"] < s[name]["clip_frac"], name
+    for name in ("grpo@dual_clip", "gmpo", "clip_cov", "maxrl", "lite_ppo"):
+        assert s[name]["clip_low_frac"] > 0 and s[name]["clip_high_frac"] > 0 and s[name]["clip_frac"] < 1, name
+    for name in ("dppo", "dppo@kl"):
+        assert s[name]["mask_high_frac"] > 0 and s[name]["mask_low_frac"] > 0 and s[name]["mask_frac"] < 1, name
+    for name in ("clip_cov", "kl_cov"):
+        assert 0 < s[name]["cov_selected_frac"] < 1, name
+    assert s["kl_cov"]["kl_cov_penalty"] > 0 and s["clip_cov"]["cov_candidate_frac"] > s["clip_cov"]["cov_selected_frac"]
+    assert s["kimi"]["seq_log_ratio_abs"] > 0.05 and s["kimi@token"]["log_ratio_sq"] > 0.01
+    assert s["maxrl"]["zero_var_frac"] > 0
+    assert s["rpo"]["nll_loss"] > 0.1 and s["rpo"]["dpo_loss"] > 0.1
+    assert rows["lite_ppo"]["grad_norm"] != pytest.approx(rows["lite_ppo@centred"]["grad_norm"], rel=1e-3)
+
+
 def test_a_wrong_coefficient_is_caught(rows, monkeypatch):
     """The check can fail: GRPO without its KL term no longer matches the textbook loss with β > 0."""
     from accelerate import Accelerator

@@ -58,7 +58,10 @@ def _gspo(method, batch, logp):
     for i in range(len(mask)):  # a Python loop over the sequences
         kept = mask[i] > 0
         s = torch.exp(log_r[i][kept].mean()) if kept.any() else torch.ones((), dtype=logp.dtype)  # eq. 7
-        terms.append(torch.min(s * A[i], torch.clamp(s, 1 - c.clip_eps, 1 + hi) * A[i]))
+        term = torch.min(s * A[i], torch.clamp(s, 1 - c.clip_eps, 1 + hi) * A[i])
+        if c.dual_clip is not None and A[i] < 0:  # dual-clip's floor on the sequence ratio (TRL's `delta`)
+            term = torch.max(term, c.dual_clip * A[i])
+        terms.append(term)
     J = torch.stack(terms).unsqueeze(1).expand_as(logp)  # [N, T]
     kl = _kl_term(c.kl_estimator, logp, batch, log_r.exp())
     return -_mean_as_written(J - c.beta * kl, mask, c.aggregation)

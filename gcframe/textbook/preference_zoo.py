@@ -80,3 +80,15 @@ def _kto(method, batch, logp):
 
 
 textbook("online_dpo")(_dpo)  # DPO's loss (Rafailov et al. eq. 7) on the live policy's pairs
+
+
+@textbook("rpo")
+def _rpo(method, batch, logp):
+    """Pang et al. 2024 eq. 1: −log σ(β(Δ⁺ − Δ⁻)) − α log π_θ(o⁺|q)/|o⁺|, per pair in a Python loop, divided by the
+    number of sequences 2P (DPO's normaliser: the pair mean / 2)."""
+    c, total = method.cfg, 0.0
+    delta, _ = _token_sums(logp - batch.data["ref_logp"], batch)
+    sums, lengths = _token_sums(logp, batch)
+    for w, l in _pairs(batch):
+        total = total - F.logsigmoid(c.beta * (delta[w] - delta[l])) - c.alpha * sums[w] / lengths[w]
+    return total / len(batch)
