@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from gcframe.sampling import sample_tokens
 from gcframe.tracking.log import read_jsonl
 
 SIZE = Size("test", 32, 2, 4, 64, prompts=4, group=4, new_tokens=4)
+CONFIGS = Path(__file__).resolve().parents[1] / "experiments" / "configs"
 LR = 3e-2  # large enough that a few steps move the tiny policy far from the sampler's weights
 
 
@@ -150,6 +152,17 @@ def test_the_sampler_generates_with_the_weights_of_k_steps_ago(tiny_base, tmp_pa
     assert 0 < row["correction_frac"] < 1 and "mismatch_band_frac" in row
 
 
+def test_with_lora_the_ring_holds_the_adapters_alone(tiny_base, tmp_path, rewards):
+    tr = make_trainer("grpo", SIZE, tiny_base, str(tmp_path / "lora"), steps=4, train_opts={"staleness": 2},
+                      model_opts={"lora_rank": 4})
+    tr.train_step(0)
+    snapshot = tr.ctx.sampler.ring[-1]
+    trainable = {n for n, p in tr.ctx.policy.named_parameters() if p.requires_grad}
+    assert set(snapshot) == trainable and all("lora_" in n for n in snapshot)  # the adapters, not the base weights
+    held = sum(t.numel() for t in snapshot.values())
+    assert held < 0.5 * sum(p.numel() for p in tr.ctx.policy.parameters())
+
+
 def test_a_killed_stale_run_resumes_with_the_same_samples(tiny_base, tmp_path, rewards, monkeypatch):
     """The ring of snapshots is saved with the checkpoint: without it, steps 3-4 would sample from θ_2 instead of
     θ_1 and θ_2, and the logged mismatch (and everything after) would differ."""
@@ -278,3 +291,33 @@ def test_bad_off_policy_input_is_one_line_and_exit_2_before_anything(name, tmp_p
     assert stop.value.code == 2 and len(err) == 1 and err[0].startswith("error: "), err
     assert all(w in err[0] for w in words), err[0]
     assert not out.exists()  # refused before anything was written or trained
+
+
+# -- the head-to-head grid (experiments/configs/off_policy.yaml, reproduce.py off_policy) ---------------------------
+def test_the_grid_runs_each_loss_at_its_tuned_rate_with_every_dial_and_its_smoke_labels_are_in_it():
+    from experiments.compare import parse_args
+    from experiments.compare_config import build_config, method_names, run_config
+    from experiments.reproduce import OFF_POLICY_QUICK, RECIPES
+
+    recipe = RECIPES["off_policy"]
+    config = str(CONFIGS / recipe.config)
+    args = parse_args(["--config", config])
+    cfg, seeds = build_config(args)  # (reads run.methods into args)
+    labels = method_names(args, cfg)
+    default = yaml.safe_load((CONFIGS / "default.yaml").read_text())["methods"]
+    losses = ["grpo", "dapo", "cispo", "gspo", "sapo", "ppo", "reinforce_pp"]
+    want = {"": (0, "float32", "none"), "@k1": (1, "float32", "none"), "@k4": (4, "float32", "none"),
+            "@k16": (16, "float32", "none"), "@k16_tis": (16, "float32", "tis"),
+            "@k16_seq_mis": (16, "float32", "seq_mis"), "@k16_naive": (16, "float32", "naive"),
+            "@bf16": (0, "bfloat16", "none"), "@k4_bf16": (4, "bfloat16", "none")}
+    assert sorted(labels) == sorted(f"{loss}{v}" for loss in losses for v in want) and recipe.seeds == [0, 1, 2]
+    for loss in losses:
+        for variant, (k, dtype, correction) in want.items():
+            t = run_config(cfg, f"{loss}{variant}", 0)[1].train
+            assert (t.staleness, t.sampler_dtype, t.correction) == (k, dtype, correction)
+            assert t.lr == default[loss]["train"]["lr"]  # the default's rate, tuned at k = 0, reused
+            assert (t.eval_split, t.eval_size, t.steps, t.minibatches) == ("test", 500, 200, 2)
+    quick = parse_args(["--config", config, *recipe.quick])
+    qcfg, _ = build_config(quick)
+    assert set(method_names(quick, qcfg)) <= set(labels) and qcfg.train.steps == 20
+    assert {label.split("@")[0] for label in OFF_POLICY_QUICK.split(",")} == set(losses)
