@@ -82,11 +82,12 @@ VARIANTS = {"grpo@k3": ("grpo", {"kl_estimator": "k3"}), "grpo@k2": ("grpo", {"k
             "grpo@dual_clip": ("grpo", {"clip_eps": 0.1, "dual_clip": 1.01}),
             "gspo@dual_clip": ("gspo", {"clip_eps": 0.01, "clip_eps_high": 0.01, "dual_clip": 1.02}),
             "lite_ppo@centred": ("lite_ppo", {"scale_by_std": False}), "kimi@token": ("kimi", {"level": "token"}),
-            "dppo@kl": ("dppo", {"divergence": "kl", "delta_low": 0.002, "delta_high": 0.002})}
+            "dppo@kl": ("dppo", {"divergence": "kl", "delta_low": 0.002, "delta_high": 0.002}),
+            "opd@vopd": ("opd", {"baseline": "vopd"})}
 """Rows beyond one per method: label -> (method, options over the config's): every KL estimator GRPO offers, the G per
 prompt data sources of reinforce_pp and remax, GPG's std scaling, IPO's per-token log-ratio (TRL's form), dual-clip
 PPO's floor on GRPO's token ratio and GSPO's sequence ratio, Lite PPO without the batch std, Kimi's per-token
-penalty, DPPO's Binary-KL mask."""
+penalty, DPPO's Binary-KL mask, vOPD's baseline."""
 
 
 def variant_config(cfg, label: str):
@@ -146,6 +147,21 @@ def _grad(model, loss) -> torch.Tensor:
     return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)])
 
 
+TEACHER_PERTURB = 0.5
+"""The verify teacher: the SFT base moved by θ + 0.5·std(θ)·ε, far enough that log π_T ≠ log π_θ on every token."""
+
+
+def make_teacher(base_dir, folder: Path, seed: int) -> str:
+    """A teacher for a method that distils one (`uses_teacher`): the SFT base perturbed by a seeded TEACHER_PERTURB
+    step, saved with the base's tokenizer in `folder`/teacher -> its path."""
+    from gcframe.modeling import load_model_and_tokenizer, save_model_and_tokenizer
+
+    model, tok = load_model_and_tokenizer(str(base_dir))
+    _perturb(model, torch.Generator().manual_seed(seed + 2), TEACHER_PERTURB)
+    save_model_and_tokenizer(model, tok, folder / "teacher")
+    return str(folder / "teacher")
+
+
 OUTCOMES_AT_SAMPLING = {"online_dpo": "its pairs: a prompt whose samples' rewards differ"}
 """Methods whose data source decides on the rewards of its own samples (method -> what it decides): their rollouts'
 outcomes are replaced by `_inject_rewards`' seeded ones as soon as they are sampled (`_seeded_outcomes`), so that
@@ -186,12 +202,16 @@ def _reference_below(batch, policy) -> None:
 def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: float = 0.05) -> dict:
     from gcframe.trainer import Trainer
 
+    from methods import get_method
+
     name, cfg = variant_config(cfg, label)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     with tempfile.TemporaryDirectory() as tmp:
+        if getattr(get_method(name), "uses_teacher", False):  # a teacher unlike the student by construction
+            cfg.methods[name] = {**cfg.methods.get(name, {}), "teacher": make_teacher(base_dir, Path(tmp), seed)}
         trainer = Trainer(cfg, name, Path(tmp) / name, base_dir, task, acc, show_progress=False,
-                          dtype=torch.float64)
+                          dtype=torch.float64)  # (a teacher is loaded here, before its folder goes)
     method, policy = trainer.method, trainer.ctx.policy
     if name in OUTCOMES_AT_SAMPLING:  # its collect decides on its samples' rewards: seeded ones, on any machine
         _seeded_outcomes(trainer.ctx, torch.Generator().manual_seed(seed + 3))

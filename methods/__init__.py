@@ -41,6 +41,9 @@ from methods import gmpo  # noqa: F401
 from methods import clip_cov  # noqa: F401
 from methods import kl_cov  # noqa: F401
 from methods import maxrl  # noqa: F401
+# a teacher beside the checker: on-policy and sequence-level distillation
+from methods import opd  # noqa: F401
+from methods import sft_teacher  # noqa: F401
 from gcframe.plugins import load_entry_points  # noqa: E402  (installed packages' methods: entry points gcframe.methods)
 
 load_entry_points()

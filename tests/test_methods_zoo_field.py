@@ -198,6 +198,8 @@ def test_the_papers_defaults():
     ("kl_cov", {"kl_coef": -1.0}, "methods.kl_cov: kl_coef must be >= 0"),
     ("maxrl", {"scale_by_std": True}, "methods.maxrl: MaxRL's advantage is (R − mean)/mean"),
     ("rpo", {"alpha": -1.0}, "methods.rpo.alpha must be >= 0"),
+    ("opd", {"baseline": "critic"}, "methods.opd: baseline must be 'none' or 'vopd'"),
+    ("sft_teacher", {"pool_size": 0}, "methods.sft_teacher: pool_size must be an integer >= 1"),
 ])
 def test_bad_options_are_one_line(name, options, words):
     with pytest.raises(UserError) as e:

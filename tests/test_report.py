@@ -237,6 +237,16 @@ def tiny(tmp_path_factory):
     return cfg, task, base, Accelerator(cpu=True)
 
 
+def tiny_teacher(cfg, base) -> str:
+    """A teacher for opd and sft_teacher beside the tiny base: another tiny Llama (seed 1) with the base's tokenizer."""
+    from gcframe.modeling import build_tiny_llama, load_model_and_tokenizer, save_model_and_tokenizer
+
+    tok = load_model_and_tokenizer(str(base))[1]
+    folder = base.parent / f"{base.name}-teacher"
+    save_model_and_tokenizer(build_tiny_llama(tok, cfg.model, seed=1), tok, str(folder))
+    return str(folder)
+
+
 @pytest.fixture(scope="module")
 def views(tiny):
     """gc_view.compute for every registered method, and grpo with β = 0 as 'grpo@beta0' (no KL term: a clipped token's
@@ -247,6 +257,9 @@ def views(tiny):
     from methods import REGISTRY
 
     cfg, task, base, acc = tiny
+    cfg = copy.deepcopy(cfg)
+    teacher = tiny_teacher(cfg, base)
+    cfg.methods.update(opd={"teacher": teacher}, sft_teacher={"teacher": teacher})  # the teacher's methods need one
     beta0 = copy.deepcopy(cfg)
     beta0.methods["grpo"] = {"beta": 0.0}
     with pytest.MonkeyPatch.context() as mp:

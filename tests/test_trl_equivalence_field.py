@@ -1,6 +1,8 @@
 """TRL 1.16's own loss code, unmodified, against issue 64's methods on the same float64 inputs: GMPO
 (`trl.experimental.gmpo`), the dual clip (GRPO's `delta`, token and sequence level), Lite PPO (bnpo on the batch-std
-advantage, whose std is TRL's `nanstd`) and RPO (DPO with loss_type ["sigmoid", "sft"]). Nothing here skips.
+advantage, whose std is TRL's `nanstd`), RPO (DPO with loss_type ["sigmoid", "sft"]), on-policy distillation (the
+IW-OPD loss at γ = 0, TRL's sampled-token distillation loss) and GKD's `generalized_jsd_loss` at β = 1, whose gradient
+on-policy distillation's GC estimates: exactly equal once averaged over the vocabulary. Nothing here skips.
 
 The route is test_trl_equivalence_pg.py's and _preference.py's: each trainer's loss method called as a plain function
 on a stand-in `self` that carries the attributes it reads, both sides differentiating the same leaf tensor.
@@ -15,7 +17,7 @@ import pytest
 import torch
 
 from gcframe.batch import Batch
-from gcframe.engine import weighted_mle_loss
+from gcframe.engine import Normaliser, weighted_mle_loss
 from methods import get_method
 from methods.base import Method
 from tests.test_trl_equivalence_pg import G, N, T, TOL, StandIn, batch_of, data, engine_loss_and_grad, trl_loss_and_grad
@@ -189,3 +191,100 @@ def test_rpo_eq_1_and_trls_sft_term_differ_when_chosen_lengths_differ():
     (t_grad,) = torch.autograd.grad(theirs, logp)
     _, grad = _rpo_engine(0.1, 1.0, batch, logp)
     assert float((t_grad - grad).abs().max()) > 1e-3 * float(t_grad.abs().max())
+
+
+# -- on-policy distillation: IW-OPD at γ = 0, and GKD's generalized JSD at β = 1 -------------------------------------
+V = 7
+
+
+def _opd_method(**options):
+    cls = get_method("opd")
+    m = cls.__new__(cls)
+    Method.__init__(m, cls.Config(**options), ctx=None)
+    return m
+
+
+def _logits(seed: int, scale: float = 2.0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(N, T, V, generator=g, dtype=torch.float64) * scale
+
+
+def test_opd_equals_trl_iw_opd_at_gamma_0():
+    """IWOPDTrainer._compute_iw_opd_loss: −Σ log π_θ(o_t) · sg(log π_T(o_t) − log π_θ(o_t)) / tokens with the
+    importance weights 1 + γ(·) at γ = 0 (TRL's sampled-token on-policy distillation); gradient w.r.t. the student's
+    logits, through the engine's −aggregate(GC·log π) on one side and TRL's code on the other."""
+    from trl.experimental.iw_opd.iw_opd_trainer import IWOPDTrainer
+
+    d, logits = data(), _logits(1).requires_grad_()
+    tokens = torch.randint(0, V, (N, T), generator=torch.Generator().manual_seed(2))
+    labels = tokens.masked_fill(d["mask"] == 0, -100)
+    t_logp = torch.log_softmax(_logits(3), -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1) * d["mask"]
+    stub = NS(temperature=1.0, iw_opd_gamma=0.0, iw_opd_epsilon=1e-8, model=NS(training=True),
+              _metrics=defaultdict(lambda: defaultdict(list)))
+    theirs = IWOPDTrainer._compute_iw_opd_loss(stub, logits, tokens, labels, t_logp)
+    (t_grad,) = torch.autograd.grad(theirs, logits)
+    logp = torch.log_softmax(logits, -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1) * d["mask"]
+    b = Batch(torch.ones(N, 1, dtype=torch.long), torch.ones(N, 1, dtype=torch.long), tokens, d["mask"],
+              torch.arange(N) // G, {"teacher_logp": t_logp})
+    m = _opd_method(teacher="unused")
+    loss = weighted_mle_loss(m.coefficients(b, logp), logp, d["mask"], m.cfg.aggregation)
+    (grad,) = torch.autograd.grad(loss, logits)
+    _close((None, grad), (theirs.detach(), t_grad), "opd vs iw_opd γ=0")
+
+
+def _one_position(student: torch.Tensor, teacher: torch.Tensor, baseline: str):
+    """Σ_v π_θ(v) ∇_z[−GC(v) log π_θ(v)]: the engine's OPD step on each vocabulary token as the sampled one, averaged
+    exactly under π_θ; z the student's logits at one position [V]."""
+    z = student.clone().requires_grad_()
+    log_p, log_q = torch.log_softmax(z, -1), torch.log_softmax(teacher, -1)
+    kl = float((log_p.exp() * (log_p - log_q)).sum().detach())  # vOPD's column at this position
+    m, total = _opd_method(teacher="unused", baseline=baseline), torch.zeros(V, dtype=torch.float64)
+    for v in range(V):
+        mask = torch.ones(1, 1, dtype=torch.float64)
+        b = Batch(torch.ones(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.long), torch.tensor([[v]]), mask,
+                  torch.zeros(1, dtype=torch.long), {"teacher_logp": log_q[v].view(1, 1).detach(),
+                                                     "teacher_kl": torch.tensor([[kl]], dtype=torch.float64)})
+        logp = log_p[v].view(1, 1)
+        loss = weighted_mle_loss(m.coefficients(b, logp), logp, mask, "token-mean", Normaliser(1.0, 1.0, 1))
+        (g,) = torch.autograd.grad(loss, z, retain_graph=True)
+        total += log_p[v].exp().detach() * g
+    return total
+
+
+@pytest.mark.parametrize("baseline", ["none", "vopd"])
+def test_opd_gc_averaged_over_the_vocabulary_is_gkd_reverse_kl_gradient(baseline):
+    """GKDTrainer.generalized_jsd_loss at β = 1 is KL(π_θ ‖ π_T) per position; OPD's GC on the sampled token, averaged
+    exactly over o_t ~ π_θ, has its gradient (E[∇log π] = 0 removes the +1 term; vOPD's baseline has mean 0)."""
+    from trl.experimental.gkd.gkd_trainer import GKDTrainer
+
+    s, t = _logits(4)[0, :3], _logits(5)[0, :3]  # three positions
+    for j in range(3):
+        z = s[j].clone().requires_grad_()
+        loss = GKDTrainer.generalized_jsd_loss(z.view(1, 1, V), t[j].view(1, 1, V), beta=1.0, reduction="sum")
+        (theirs,) = torch.autograd.grad(loss, z)
+        ours = _one_position(s[j], t[j], baseline)
+        assert theirs.abs().max() > 1e-3
+        assert float((ours - theirs).abs().max()) <= 1e-12 * float(theirs.abs().max()), (j, ours, theirs)
+
+
+def test_vopd_kl_column_is_trls_reverse_kl():
+    """gcframe.teacher.teacher_columns' KL(π_S ‖ π_T) per position equals GKD's generalized_jsd_loss at β = 1 with
+    reduction "none" summed over the vocabulary; its log π_T(o_t) is the teacher's log-softmax at the token."""
+    from trl.experimental.gkd.gkd_trainer import GKDTrainer
+
+    from gcframe.teacher import teacher_columns
+
+    d = data()
+    s_logits, t_logits = _logits(6), _logits(7)
+    tokens = torch.randint(0, V, (N, T), generator=torch.Generator().manual_seed(8))
+    b = Batch(torch.ones(N, 1, dtype=torch.long), torch.ones(N, 1, dtype=torch.long), tokens, d["mask"],
+              torch.arange(N) // G)
+
+    def model_of(logits):  # position P−1+t predicts o_t: one prompt position, then T completion positions
+        return lambda **kw: NS(logits=torch.cat([logits, torch.zeros(N, 1, V, dtype=logits.dtype)], 1))
+
+    taken, kl = teacher_columns(model_of(t_logits), b, student=model_of(s_logits))
+    theirs = GKDTrainer.generalized_jsd_loss(s_logits, t_logits, beta=1.0, reduction="none").sum(-1) * d["mask"]
+    assert torch.allclose(kl, theirs, rtol=1e-12, atol=1e-15) and float(kl.max()) > 0.1
+    expected = torch.log_softmax(t_logits, -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1) * d["mask"]
+    assert torch.equal(taken, expected)

@@ -55,7 +55,8 @@ def test_the_preference_methods_run_every_branch(rows):
 def test_the_issue_64_methods_run_every_branch(rows):
     """Each branch of the new losses was taken in its row (their hand-computed cases: tests/test_methods_zoo_field.py):
     the dual clip's floor beside the plain clip, both sides of DPPO's masks (TV and KL), GMPO's log-space clip on both
-    sides, some but not all tokens chosen by covariance, Kimi's log-ratios moved, RPO's NLL term carrying weight, Lite PPO's batch std changing the step."""
+    sides, some but not all tokens chosen by covariance, Kimi's log-ratios moved, vOPD's KL live and the teacher unlike
+    the student, the teacher's pool built, RPO's NLL term carrying weight, Lite PPO's batch std changing the step."""
     s = {name: r["stats"] for name, r in rows.items()}
     for name in ("dual_clip_ppo", "grpo@dual_clip"):
         assert 0 < s[name]["dual_clip_frac"] < s[name]["clip_frac"], name
@@ -67,7 +68,8 @@ def test_the_issue_64_methods_run_every_branch(rows):
         assert 0 < s[name]["cov_selected_frac"] < 1, name
     assert s["kl_cov"]["kl_cov_penalty"] > 0 and s["clip_cov"]["cov_candidate_frac"] > s["clip_cov"]["cov_selected_frac"]
     assert s["kimi"]["seq_log_ratio_abs"] > 0.05 and s["kimi@token"]["log_ratio_sq"] > 0.01
-    assert s["maxrl"]["zero_var_frac"] > 0
+    assert s["opd@vopd"]["teacher_kl"] > 0.01 and s["opd"]["reverse_kl"] > 0.01
+    assert s["sft_teacher"]["pool_size"] == 16 and s["maxrl"]["zero_var_frac"] > 0
     assert s["rpo"]["nll_loss"] > 0.1 and s["rpo"]["dpo_loss"] > 0.1
     assert rows["lite_ppo"]["grad_norm"] != pytest.approx(rows["lite_ppo@centred"]["grad_norm"], rel=1e-3)
 

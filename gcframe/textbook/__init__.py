@@ -12,3 +12,4 @@ from gcframe.textbook import preference_zoo  # noqa: F401
 from gcframe.textbook import policy_gradient_zoo  # noqa: F401
 from gcframe.textbook import baselines_zoo  # noqa: F401
 from gcframe.textbook import field_zoo  # noqa: F401
+from gcframe.textbook import distillation  # noqa: F401

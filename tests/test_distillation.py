@@ -1,0 +1,178 @@
+"""A teacher beside the checker (issue 64): on-policy distillation's GC and vOPD's baseline by hand, the teacher's
+columns and sequence-level distillation's data from a real (tiny) teacher, and the teacher refused in one line
+before anything trains: none given, a path that does not exist, a tokenizer that is not the student's. The teachers
+are tiny Llamas built here with the project's character tokenizer; nothing is downloaded."""
+from __future__ import annotations
+
+import copy
+import math
+from types import SimpleNamespace as NS
+
+import pytest
+import torch
+import yaml
+
+from gcframe.batch import Batch
+from gcframe.errors import UserError
+from methods import get_method
+from methods.base import Method
+from tests.test_bad_input import assert_one_line_refusal
+from tests.test_resume import TINY_CONFIG, run_cli
+
+
+def _opd(**options):
+    cls = get_method("opd")
+    m = cls.__new__(cls)
+    Method.__init__(m, cls.Config(**options), ctx=None)
+    return m
+
+
+def _batch(logp, data):
+    N, T = logp.shape
+    return Batch(torch.ones(N, 1, dtype=torch.long), torch.ones(N, 1, dtype=torch.long),
+                 torch.zeros(N, T, dtype=torch.long), torch.ones(N, T, dtype=torch.float64), torch.zeros(N).long(), data)
+
+
+# -- GC by hand ----------------------------------------------------------------------------------------------------
+def test_opd_gc_by_hand():
+    # log π_T = [−1, −2], log π_θ = [−1.5, −1]: GC = log π_T − log π_θ = [0.5, −1] (the teacher likes token 0 more)
+    logp = torch.tensor([[-1.5, -1.0]], dtype=torch.float64)
+    t = torch.tensor([[-1.0, -2.0]], dtype=torch.float64)
+    assert _opd().coefficients(_batch(logp, {"teacher_logp": t}), logp).tolist() == [[0.5, -1.0]]
+    # vOPD: minus b_t = −KL_t, KL = [0.3, 0.1] -> [0.8, −0.9]
+    kl = torch.tensor([[0.3, 0.1]], dtype=torch.float64)
+    gc = _opd(baseline="vopd").coefficients(_batch(logp, {"teacher_logp": t, "teacher_kl": kl}), logp)
+    assert gc[0].tolist() == pytest.approx([0.8, -0.9], abs=1e-15)
+    # a reused batch: π_old(o_0) = π_θ(o_0)/2, so r = 2 on token 0: [1.0, −1]
+    old = logp - torch.tensor([[math.log(2.0), 0.0]], dtype=torch.float64)
+    gc = _opd().coefficients(_batch(logp, {"teacher_logp": t, "old_logp": old}), logp)
+    assert gc[0].tolist() == pytest.approx([1.0, -1.0], rel=1e-14)
+
+
+def test_vopd_kl_column_by_hand():
+    # one position, V = 2: student logits [0, 0] (π_S = [½, ½]), teacher [0, ln 3] (π_T = [¼, ¾]);
+    # KL(π_S ‖ π_T) = ½ ln(½/¼) + ½ ln(½/¾) = ½ ln(4/3) ≈ 0.14384; the sampled token 1 has log π_T = ln ¾
+    from gcframe.teacher import teacher_columns
+
+    def model(logits):
+        return lambda **kw: NS(logits=torch.tensor([[logits, [0.0, 0.0]]], dtype=torch.float64))
+
+    b = Batch(torch.ones(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.long), torch.tensor([[1]]),
+              torch.ones(1, 1, dtype=torch.float64), torch.zeros(1).long())
+    taken, kl = teacher_columns(model([0.0, math.log(3.0)]), b, student=model([0.0, 0.0]))
+    assert float(kl) == pytest.approx(0.5 * math.log(4 / 3), rel=1e-14) and float(taken) == pytest.approx(math.log(0.75))
+    assert teacher_columns(model([0.0, math.log(3.0)]), b)[1] is None  # no student: no KL column
+
+
+# -- a real tiny teacher -------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny config and task, a base (seed 0), a teacher (seed 1, final norm negated) with the base's tokenizer, and a
+    teacher whose tokenizer has fewer characters."""
+    from accelerate import Accelerator
+
+    from gcframe.config import from_dict
+    from gcframe.modeling import build_char_tokenizer, build_tiny_llama, save_model_and_tokenizer
+    from gcframe.pipeline import prepare
+
+    cfg, task = prepare(from_dict({
+        "task": {"operands": 2, "digits": 1, "n_demos": 16, "n_heldout": 8},
+        "model": {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "max_positions": 32},
+        "train": {"steps": 2, "prompts_per_step": 2, "group_size": 2, "max_new_tokens": 6}}))
+    tok = build_char_tokenizer()
+    root = tmp_path_factory.mktemp("teachers")
+    save_model_and_tokenizer(build_tiny_llama(tok, cfg.model, seed=0), tok, str(root / "base"))
+    # an untrained tiny Llama with tied embeddings copies its last token ("1+3=" -> "======"), whatever its seed; the
+    # teacher's final norm negated turns copying into avoiding it, so its greedy text differs by construction
+    teacher = build_tiny_llama(tok, cfg.model, seed=1)
+    with torch.no_grad():
+        teacher.model.norm.weight.mul_(-1)
+    save_model_and_tokenizer(teacher, tok, str(root / "teacher"))
+    other = build_char_tokenizer("0123456789+=;")
+    save_model_and_tokenizer(build_tiny_llama(other, cfg.model, seed=2), other, str(root / "other"))
+    return cfg, task, root, Accelerator(cpu=True)
+
+
+def _trainer(tiny, name, tmp_path, **options):
+    from gcframe.trainer import Trainer
+
+    cfg, task, root, acc = tiny
+    cfg = copy.deepcopy(cfg)
+    cfg.methods[name] = {"teacher": str(root / "teacher"), **options}
+    return Trainer(cfg, name, tmp_path / name, root / "base", task, acc, show_progress=False)
+
+
+def test_opd_prepare_fills_the_teachers_columns(tiny, tmp_path):
+    """teacher_logp is the teacher's log-probability of each sampled token (the engine's own log-prob function on the
+    teacher), teacher_kl the full-vocabulary KL of the sampling policy from the teacher; the teacher is frozen."""
+    from gcframe.engine import token_logprobs
+
+    tr = _trainer(tiny, "opd", tmp_path, baseline="vopd")
+    m = tr.method
+    batch = m.collect(0)
+    with torch.no_grad():
+        m.prepare(batch)
+        expected = token_logprobs(m.teacher, batch)
+        student = token_logprobs(tr.ctx.policy, batch)
+    mask = batch.completion_mask
+    assert torch.allclose(batch.data["teacher_logp"], expected, atol=1e-6)
+    assert float((batch.data["teacher_logp"] - student).abs().max()) > 0.01  # the teacher is not the student
+    assert float((batch.data["teacher_kl"] * mask).min()) >= 0 and float(batch.data["teacher_kl"][mask > 0].min()) > 0
+    assert not any(p.requires_grad for p in m.teacher.parameters()) and not m.teacher.training
+    assert len(batch) == 4  # B·G = 2·2: the equal budget
+
+
+def test_sft_teacher_trains_on_the_teachers_greedy_completions(tiny, tmp_path):
+    tr = _trainer(tiny, "sft_teacher", tmp_path)
+    m = tr.method
+    batch = m.collect(0)
+    stats = m.pop_stats()
+    # the pool: steps · B · G = 2 · 2 · 2 = 8 prompts, each completed once; a step draws B · G = 4 of them
+    assert stats["pool_size"] == 8 and len(batch) == 4 and 0 <= stats["pool_teacher_accuracy"] <= 1
+    rows = [{"prompt": t["prompt"], "answer": t["answer"]} for t in batch.texts]
+    again = tr.ctx.complete(rows, 1, model=m.teacher, temperature=0.0)  # greedy is deterministic
+    assert [t["completion"] for t in again.texts] == [t["completion"] for t in batch.texts]
+    student = tr.ctx.complete(rows, 1, model=tr.ctx.policy, temperature=0.0)
+    assert [t["completion"] for t in student.texts] != [t["completion"] for t in batch.texts]
+    assert torch.equal(m.coefficients(batch, torch.zeros_like(batch.completion_mask)),
+                       torch.ones_like(batch.completion_mask))
+
+
+# -- refusals -------------------------------------------------------------------------------------------------------
+def _method_names(method: str, options: dict):
+    from experiments.compare_config import method_names
+    from gcframe.config import from_dict
+
+    return method_names(NS(methods=method), from_dict({**TINY_CONFIG, "methods": {method: options}}))
+
+
+@pytest.mark.parametrize("name", ["opd", "sft_teacher"])
+def test_a_teacher_method_without_a_teacher_is_refused(name, tmp_path):
+    with pytest.raises(UserError, match=f"method '{name}' distils a teacher, and none is given"):
+        _method_names(name, {})
+    with pytest.raises(UserError, match=f"methods.{name}.teacher: no model folder at '{tmp_path}/nope'"):
+        _method_names(name, {"teacher": str(tmp_path / "nope")})
+
+
+def test_a_teacher_with_another_tokenizer_is_refused_naming_both(tiny):
+    from gcframe.modeling import load_tokenizer
+
+    cfg, task, root, _ = tiny
+    cfg = copy.deepcopy(cfg)
+    cfg.methods["opd"] = {"teacher": str(root / "other")}
+    with pytest.raises(UserError) as e:
+        get_method("opd").check_model(cfg, task, load_tokenizer(str(root / "base")))
+    msg = str(e.value)
+    assert f"the teacher {root / 'other'} does not share the student's tokenizer (the SFT base)" in msg
+    assert "a vocabulary of 17 tokens against the student's" in msg and "\n" not in msg
+    cfg.methods["opd"] = {"teacher": str(root / "teacher")}
+    get_method("opd").check_model(cfg, task, load_tokenizer(str(root / "base")))  # the same tokenizer: accepted
+
+
+def test_opd_without_a_teacher_through_the_cli(tmp_path):
+    """As the user runs it: one line, exit 2, nothing written, before anything trains."""
+    cfg_file = tmp_path / "config.yaml"
+    cfg_file.write_text(yaml.safe_dump({**TINY_CONFIG, "methods": {"opd": {"baseline": "vopd"}}}))
+    r = run_cli("--config", cfg_file, "--no-progress", "--methods", "opd", "--out", tmp_path / "out", timeout=300)
+    assert_one_line_refusal(r, ["method 'opd' distils a teacher, and none is given", "methods.opd.teacher"])
+    assert not (tmp_path / "out").exists()
