@@ -69,7 +69,7 @@ def prompt_tokens(base: str) -> int:
 def run_real(args, plan: RealPlan, say, t_start: float, tmp: str) -> dict:
     """Every measurement of the real size -> {config, methods, vs_trl, options, ratios}."""
     from experiments.benchmark_trl import compare_one
-    from methods import REGISTRY
+    from methods import default_methods
 
     base = f"{tmp}/real"
     params = isolated(build_real_base, ALL_SIZES["real"], base)
@@ -81,7 +81,7 @@ def run_real(args, plan: RealPlan, say, t_start: float, tmp: str) -> dict:
     one = {"warmup": plan.warmup, "steps": plan.steps, "limit_rounds": plan.limit_rounds}
     parts = set((getattr(args, "parts", None) or ",".join(PARTS)).split(","))
     wanted = args.methods.split(",") if args.methods else None  # "grpo" or, for one TRL comparison, "grpo@real-g4"
-    names = [m for m in wanted or plan.methods or list(REGISTRY) if "@" not in m] if "methods" in parts else []
+    names = [m for m in wanted or plan.methods or default_methods() if "@" not in m] if "methods" in parts else []
     for name in names:
         say(f"[{time.perf_counter() - t_start:5.0f}s]    real {name}")
         out["methods"][name] = isolated(measure_method, name, "real", base, one, args.threads)

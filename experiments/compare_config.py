@@ -245,10 +245,10 @@ def run_config(cfg, label: str, seed: int):
 
 def method_names(args, cfg) -> list[str]:
     """The labels to run (method names or name@variant), each checked against its method's Config."""
-    from methods import REGISTRY, get_method
+    from methods import default_methods, get_method
 
-    if args.methods is None:
-        names = list(REGISTRY)
+    if args.methods is None:  # every method, a teacher's only with its teacher (methods.default_methods)
+        names = default_methods(cfg.methods)
     else:  # given, even as "": an empty list is refused below rather than read as "every method"
         names = [m.strip() for m in args.methods.split(",") if m.strip()]
     if not names:

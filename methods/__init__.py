@@ -1,6 +1,6 @@
 """One file per method. Importing this package registers them all (methods.base.REGISTRY), then the methods of
 installed packages (entry-point group `gcframe.methods`); a user's own file comes in through gcframe.plugins."""
-from methods.base import REGISTRY, Method, MethodConfig, get_method, register  # noqa: F401
+from methods.base import REGISTRY, Method, MethodConfig, default_methods, get_method, register  # noqa: F401
 from methods import sft  # noqa: F401  (registration order = the order --list-methods prints)
 # the seed's eight (DeepSeekMath §5.2.1's table, RLOO)
 from methods import rft  # noqa: F401
@@ -48,4 +48,4 @@ from gcframe.plugins import load_entry_points  # noqa: E402  (installed packages
 
 load_entry_points()
 
-__all__ = ["REGISTRY", "Method", "MethodConfig", "get_method", "register"]
+__all__ = ["REGISTRY", "Method", "MethodConfig", "default_methods", "get_method", "register"]

@@ -41,6 +41,15 @@ def register(name: str):
     return deco
 
 
+def default_methods(options: dict | None = None) -> list[str]:
+    """The methods "every method" means when none are named (compare.py without --methods, the atlas, the
+    benchmarks): every registered one, except a method that distils a teacher (`uses_teacher`) when `options` (a
+    config's `methods:` mapping) gives it none: its teacher is an input no default can supply."""
+    options = options or {}
+    return [n for n, cls in REGISTRY.items()
+            if not getattr(cls, "uses_teacher", False) or (options.get(n) or {}).get("teacher")]
+
+
 def get_method(name: str) -> type["Method"]:
     if name not in REGISTRY:
         raise UserError(f"unknown method '{name}': known methods are {', '.join(REGISTRY)} "

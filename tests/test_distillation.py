@@ -176,3 +176,17 @@ def test_opd_without_a_teacher_through_the_cli(tmp_path):
     r = run_cli("--config", cfg_file, "--no-progress", "--methods", "opd", "--out", tmp_path / "out", timeout=300)
     assert_one_line_refusal(r, ["method 'opd' distils a teacher, and none is given", "methods.opd.teacher"])
     assert not (tmp_path / "out").exists()
+
+
+def test_every_method_means_those_that_can_run_without_inputs():
+    """compare.py without --methods, the atlas and the benchmarks run `default_methods`: every registered method, a
+    teacher's only when its config names a teacher (none can be invented), and compare's checks pass on them all."""
+    from methods import REGISTRY, default_methods
+
+    plain = default_methods()
+    assert "opd" not in plain and "sft_teacher" not in plain and set(REGISTRY) - set(plain) == {"opd", "sft_teacher"}
+    assert "opd" in default_methods({"opd": {"teacher": "somewhere"}})
+    from experiments.compare_config import method_names
+    from gcframe.config import from_dict
+
+    assert method_names(NS(methods=None), from_dict(TINY_CONFIG)) == plain
