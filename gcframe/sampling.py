@@ -143,10 +143,13 @@ def decode(model, ids: torch.Tensor, mask: torch.Tensor, n: int, max_new_tokens:
         logits = model(input_ids=x, attention_mask=attn[:, :L], position_ids=pos[:, start:L], use_cache=True,
                        logits_to_keep=1, **{key: cache}).logits[:, -1]  # [N, V]: predicts token L
         start = L if cache.get_seq_length() == L else 0  # a model that fills no cache sees it all again next step
-        tok, logp = sample_tokens(logits, temperature, with_logp=True)  # [N], [N] (None when greedy)
+        if logps is None:
+            tok = sample_tokens(logits, temperature)  # [N]
+        else:  # the drawn tokens' log-probs too ([N]; None when greedy)
+            tok, logp = sample_tokens(logits, temperature, with_logp=True)
+            if logp is not None:
+                logps.append(logp)
         tok = tok.masked_fill(done, pad_id)
-        if logps is not None and logp is not None:
-            logps.append(logp)
         seq = torch.cat([seq, tok[:, None]], 1)  # [N, L+1]
         if eos_id is not None:
             done |= tok == eos_id
