@@ -27,7 +27,7 @@ from experiments.tune import check_spec, choose, edge_rates  # noqa: E402
 
 def compare(*args, **env):
     return subprocess.run([sys.executable, "experiments/compare.py", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1", **env})
+                          timeout=3600, env={**os.environ, "HF_HUB_OFFLINE": "1", **env})  # a safety net only
 
 
 # -- the three problem sets ----------------------------------------------------------------------------------------
