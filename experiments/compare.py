@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
-from gcframe.errors import UserError, check_writable, cli_entry  # noqa: E402
+from gcframe.errors import MethodError, UserError, check_writable, cli_entry  # noqa: E402
 from gcframe.tracking import threads  # noqa: E402
 
 from experiments.compare_config import (  # noqa: E402  (the configuration's layers; tests and sweeps import them here)
@@ -260,6 +260,41 @@ def kept_line(out: Path, where: dict) -> str:
     return f"kept in {out}: the finished runs{kept}; once fixed, continue with: {resume}"
 
 
+STARTED_WITH = {"config.yaml", "env.json", "step0_evals"}
+"""What OUT holds before its first run has trained a step: nothing a user would miss (`dropped_line`)."""
+
+
+def dropped_line(out: Path, run_dir: Path, acc, resumed: bool) -> str:
+    """After a method broke the method API before its first update (gcframe.errors.MethodError): its run folder is
+    removed (a step-0 evaluation and a config), and OUT with it when this command created OUT and it holds nothing
+    else (`STARTED_WITH`: no other run, no other process's claim or log, no tuning), so that the same command runs
+    again once the file is fixed -> the tail of the error line."""
+    if acc.is_main_process and run_dir.is_dir() and not checkpoint_kept(run_dir):
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if run_dir.parent.is_dir() and not any(run_dir.parent.iterdir()):
+            run_dir.parent.rmdir()
+    others = [p.name for p in out.iterdir() if p.name not in STARTED_WITH] if out.is_dir() else []
+    if acc.is_main_process and not resumed and not others:
+        shutil.rmtree(out, ignore_errors=True)
+        return "nothing was kept: fix the method file and run the same command again"
+    resume = f"python experiments/compare.py --resume {quoted(out)}"
+    return f"kept in {out}: the finished runs; once fixed, continue with: {resume}"
+
+
+def checkpoint_kept(run_dir: Path) -> bool:
+    """Whether a run folder holds a checkpoint (a resumed run: what it trained is kept)."""
+    from gcframe.tracking import checkpoint
+
+    return checkpoint.latest(run_dir) is not None
+
+
+def quoted(path) -> str:
+    """A path as a shell reads it back when pasted (a space or a quote in it)."""
+    import shlex
+
+    return shlex.quote(str(path))
+
+
 def interrupted_line(out: Path, where: dict) -> str:
     """What Ctrl-C leaves and how to continue: one line."""
     from gcframe.tracking import checkpoint
@@ -364,6 +399,9 @@ def run_cells(out: Path, cfg, names: list[str], seeds: list[int], *, bases, task
                     where.pop("trainer", None)
                     del trainer
                     gc.collect()  # the run's models and optimiser state (held in reference cycles) before the next run
+                except MethodError as e:  # the user's method file: the run's folder holds nothing worth keeping
+                    claims.release(claim)
+                    raise UserError(f"{e}; {dropped_line(out, run_dir, acc, resumed=bool(args.resume))}") from None
                 except UserError as e:
                     raise UserError(f"{e}; {kept_line(out, where)}") from None
                 finally:  # never left behind: a later --resume must not wait on it

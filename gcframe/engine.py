@@ -79,6 +79,31 @@ def weighted_mle_loss(gc: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor, 
     return -aggregate(gc.detach() * logp, mask, mode, norm)
 
 
+def check_gc(gc, logp: torch.Tensor, method: str) -> None:
+    """A method's GC before the engine first uses it: a floating tensor of logp's shape [N, T], finite. A GC of shape
+    [N] would broadcast silently against [N, T] when N == T; a Python float would weight every token alike. Each is
+    refused in one line naming the method and what is wrong (MethodError)."""
+    from gcframe.errors import MethodError
+
+    want = f"a float tensor of logp's shape [N, T] = {list(logp.shape)}, one coefficient per completion token"
+    if not isinstance(gc, torch.Tensor):
+        raise MethodError(f"method '{method}': coefficients(batch, logp) returned {type(gc).__name__} {gc!r:.40}, "
+                          f"not a tensor: return {want} (e.g. torch.full_like(logp, value))")
+    if gc.shape != logp.shape:
+        hint = (": a per-sequence coefficient g [N] is g[:, None].expand_as(logp)" if gc.dim() == 1
+                and len(gc) == logp.shape[0] else "")
+        raise MethodError(f"method '{method}': coefficients(batch, logp) returned GC of shape {list(gc.shape)}: "
+                          f"return {want}{hint}")
+    if not gc.is_floating_point():
+        raise MethodError(f"method '{method}': coefficients(batch, logp) returned GC of dtype {gc.dtype}: return "
+                          f"{want} (e.g. gc.to(logp.dtype))")
+    bad = int((~torch.isfinite(gc)).sum())
+    if bad:
+        raise MethodError(f"method '{method}': coefficients(batch, logp) returned GC with {bad} non-finite entr"
+                          f"{'y' if bad == 1 else 'ies'} (nan or inf) of {gc.numel()} on the first batch: return "
+                          f"{want}, every entry finite (padding positions included: mask them with 0, not nan)")
+
+
 def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
     """Positions that skip left padding, as generation assigns them: [0 0 0 1 2 ...] for `0 0 1 1 1 ...`."""
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)

@@ -14,6 +14,11 @@ class UserError(Exception):
     """Bad input from the user. The message says what is wrong and how to fix it, in one line."""
 
 
+class MethodError(UserError):
+    """A method's code breaks the method API (a GC of the wrong shape, a float, a missing `collect`): the user's
+    method file is what to fix. compare.py removes the run folder it had started (nothing of it is worth keeping)."""
+
+
 def _one_line(parser: argparse.ArgumentParser, message: str) -> None:
     """argparse's refusal as every other one: `error: <message>` and where the usage is, exit 2 (argparse prints its
     whole usage block first)."""

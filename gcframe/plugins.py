@@ -71,8 +71,38 @@ def load_file(path: str | Path, flag: str = "--methods-from") -> list[str]:
     if not new:
         raise UserError(f"{flag}: '{path}' registers no method: decorate a Method subclass with @register(\"name\") "
                         "(README 'Adding a method')")
+    for name in new:
+        check_api(REGISTRY[name], f"{flag} '{path}'")
     _loaded[key] = new
     return new
+
+
+API = {"collect": ("step",), "coefficients": ("batch", "logp"), "prepare": ("batch",)}
+"""The calls the engine makes on every method (methods/base.py), each with its arguments after self."""
+
+
+def check_api(cls, where: str) -> None:
+    """Refuse, when a method file is imported (before anything runs), a registered method the engine could not
+    call: one without `collect` or `coefficients` of its own, or whose collect, coefficients or prepare does not
+    take the engine's arguments (`coefficients(self, batch)`). One line naming the method and what is wrong."""
+    import inspect
+
+    from methods.base import Method
+
+    name = getattr(cls, "name", cls.__name__)
+    for attr, args in API.items():
+        fn = getattr(cls, attr, None)
+        call = f"{attr}(self, {', '.join(args)})"
+        if fn is None or (attr != "prepare" and fn is getattr(Method, attr)):
+            raise UserError(f"{where}: method '{name}' has no {attr} of its own: define {call} (methods/base.py: "
+                            "collect(step) -> Batch, coefficients(batch, logp) -> GC [N, T])")
+        try:
+            inspect.signature(fn).bind(None, *args)
+        except TypeError:
+            raise UserError(f"{where}: method '{name}' defines {attr}{inspect.signature(fn)}, but the engine calls "
+                            f"{call}: give it that signature") from None
+        except ValueError:  # no signature to read (a builtin): the call decides
+            pass
 
 
 def load(paths) -> list[str]:
@@ -92,6 +122,11 @@ def load_entry_points() -> list[str]:
             raise UserError(f"entry point '{ep.name} = {ep.value}' of group {ENTRY_POINT_GROUP} failed to import "
                             f"({_first_line(e)}): fix or uninstall that package") from None
         names.append(ep.name)
+    from methods.base import REGISTRY
+
+    for name in names:
+        if name in REGISTRY:
+            check_api(REGISTRY[name], f"entry point '{name}' of group {ENTRY_POINT_GROUP}")
     return names
 
 

@@ -28,8 +28,8 @@ from gcframe import offpolicy, sharding
 from gcframe.batch import Batch
 from gcframe.config import RunConfig
 from gcframe.context import Context
-from gcframe.engine import Normaliser, token_logprobs, weighted_mle_loss
-from gcframe.errors import UserError
+from gcframe.engine import Normaliser, check_gc, token_logprobs, weighted_mle_loss
+from gcframe.errors import MethodError, UserError
 from gcframe.evaluate import COUNT_KEYS, eval_seed, evaluate, rates
 from gcframe.evaluate.problems import FILE as PROBLEMS_FILE
 from gcframe.evaluate.problems import heldout_rows, split_names, write_rows
@@ -259,6 +259,9 @@ class Trainer:
                         stack.enter_context(self.acc.no_sync(m))
                 logp, entropy = token_logprobs(self.policy, micro, self.tcfg.temperature, with_entropy=True)
                 gc = self.method.coefficients(micro, logp)
+                if not getattr(self, "_gc_checked", False):  # the method's GC before its first update (one line)
+                    check_gc(gc, logp, self.method.name)
+                    self._gc_checked = True
                 weight = None
                 if self.correction.is_factor:  # the off-policy correction: one factor on GC, from π_old/μ
                     weight, cut = self.correction.factor(corrections.inputs(micro, logp))  # [N, T] each
@@ -317,7 +320,11 @@ class Trainer:
             self.policy.train()
         if self.ctx.sampler is not None:  # μ for this step: θ_{max(0, step − k)}, in train.sampler_dtype
             self.ctx.sampler.advance()
-        batch = self.method.collect(step).to(self.acc.device)  # (FloatingPointError("logits") from the sampler)
+        batch = self.method.collect(step)  # (FloatingPointError("logits") from the sampler)
+        if not isinstance(batch, Batch):
+            raise MethodError(f"method '{self.method.name}': collect(step) returned {type(batch).__name__}, not a "
+                              "Batch: build it from the context (self.ctx.rollout, self.ctx.draw, ...; methods/base.py)")
+        batch = batch.to(self.acc.device)
         t1 = time.perf_counter()
         reuse = (self.tcfg.epochs > 1 or self.tcfg.minibatches > 1) and self.method.needs_old_logp  # π_old read
         off = offpolicy.dials_on(self.tcfg)  # μ ≠ π_old by construction: π_old is recomputed, never assumed

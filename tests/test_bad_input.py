@@ -8,6 +8,7 @@ The cases run from one module fixture, each in a process of its own (forked once
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -136,6 +137,19 @@ CASES = {
     "empty config file": ("# nothing yet\n", [], None, ["sets nothing", "built-in defaults (task.n_demos 500",
                                                       "not experiments/configs/default.yaml", "leave --config out"]),
     "--config ''": ({}, ["--config", ""], None, ["--config is empty", "leave --config out"]),
+    # issue 62: mistakes in a user's method file: one line naming the method and what is wrong, no run folder left
+    "method GC of shape [N]": ({}, ["--methods-from", "{tmp}/gc_per_sequence.py", "--methods", "gc_per_sequence"], None,
+                               ["method 'gc_per_sequence': coefficients(batch, logp) returned GC of shape [8]",
+                                "a float tensor of logp's shape [N, T] = [8, ", "g[:, None].expand_as(logp)",
+                                "nothing was kept"]),
+    "method GC a float": ({}, ["--methods-from", "{tmp}/gc_float.py", "--methods", "gc_float"], None,
+                          ["method 'gc_float': coefficients(batch, logp) returned float 1.0, not a tensor",
+                           "torch.full_like(logp, value)", "nothing was kept"]),
+    "method without collect": ({}, ["--methods-from", "{tmp}/no_collect.py", "--methods", "no_collect"], None,
+                               ["method 'no_collect' has no collect of its own: define collect(self, step)"]),
+    "method coefficients(self, batch)": ({}, ["--methods-from", "{tmp}/two_args.py", "--methods", "two_args"], None,
+                                         ["method 'two_args' defines coefficients(self, batch), but the engine calls "
+                                          "coefficients(self, batch, logp)"]),
     # issue 62: no runaway inputs: refused before anything is allocated, with the estimate
     "runaway prompts_per_step": ({"train": {"prompts_per_step": 1000000000}}, [], None,
                                  ["4,000,000,000 sequences", "needs about", "GiB", "this machine holds",
@@ -170,6 +184,22 @@ def late(prompt, completion, answer):  # right on the demonstrations; raises on 
         raise ValueError(f"cannot score {completion!r}")
     return 1.0 if completion.strip() == answer else 0.0
 '''
+BAD_METHODS = {  # file -> (base class, body): a method with one mistake each (issue 62)
+    "gc_per_sequence.py": ("SFT", "def coefficients(self, batch, logp):\n        return torch.ones(logp.shape[0])"),
+    "gc_float.py": ("SFT", "def coefficients(self, batch, logp):\n        return 1.0"),
+    "no_collect.py": ("Method", "def coefficients(self, batch, logp):\n        return torch.ones_like(logp)"),
+    "two_args.py": ("SFT", "def coefficients(self, batch):\n        return torch.ones(1)"),
+}
+BAD_METHOD = """import torch
+from methods import register
+from methods.base import Method
+from methods.sft import SFT
+
+
+@register("{name}")
+class Bad({base}):
+    {body}
+"""
 AFTER_CHECKPOINT = {"reward raises", "reward None", "reward NaN", "loss NaN", "logits inf"}
 
 
@@ -243,6 +273,8 @@ def results(tmp_path_factory):
     (tmp / "afile").write_text("a file the user keeps")
     (tmp / "empty.jsonl").write_text("")
     (tmp / "rewards.py").write_text(REWARDS)
+    for file, (base, body) in BAD_METHODS.items():
+        (tmp / file).write_text(BAD_METHOD.format(name=file.removesuffix(".py"), base=base, body=body))
     rows = [json.dumps({"q": f"{i}+1=", "a": str(i + 1)}) for i in range(12)]
     (tmp / "qa_ok.jsonl").write_text("\n".join(rows) + "\n")
     rows[6] = rows[6][:-1]  # line 7 (the library's "row 6") loses its closing brace
@@ -274,13 +306,15 @@ def test_bad_input_is_one_line_and_exit_2(results, name):
         run = out / "grpo" / "seed0"
         ckpt = checkpoint.latest(run)
         assert ckpt.name == "step-000002"
-        assert torch.load(ckpt / "state.pt", weights_only=False)["step"] == 2
+        assert checkpoint.load_file(ckpt / "state.pt")["step"] == 2
         assert max(row["step"] for row in read_jsonl(run / "metrics.jsonl")) == 2
     elif name == "existing folder":
         assert [p.name for p in (tmp / "existing").iterdir()] == ["keep.txt"]
         assert (tmp / "existing" / "keep.txt").read_text() == "results of an earlier run"
     elif name.startswith("--out"):
         assert (tmp / "afile").read_text() == "a file the user keeps"  # not replaced, not deleted
+    elif name.startswith("method GC"):  # found at the run's first update: its folder and OUT are gone again
+        assert not out.exists()
     elif name != "lora without peft":
         assert not out.exists()  # refused before anything was written
         assert r.stdout == "", r.stdout  # ... or printed as a result

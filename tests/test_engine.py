@@ -214,3 +214,44 @@ def test_split_keeps_groups_whole(batch):
         for g in part.group_ids.unique():
             assert int((part.group_ids == g).sum()) == int((batch.group_ids == g).sum())
     assert sum(len(p) for p in batch.split(2)) == len(batch)
+
+
+@pytest.mark.parametrize("gc, words", [
+    (1.0, "returned float 1.0, not a tensor"),
+    (torch.ones(3), "returned GC of shape [3]: return a float tensor of logp's shape [N, T] = [3, 3], one coefficient "
+                    "per completion token: a per-sequence coefficient g [N] is g[:, None].expand_as(logp)"),
+    (torch.ones(3, 3, dtype=torch.long), "returned GC of dtype torch.int64"),
+    (torch.tensor([[1.0, float("nan"), 1.0]] * 3), "returned GC with 3 non-finite entries (nan or inf) of 9"),
+])
+def test_the_engine_refuses_a_gc_it_would_misread_naming_the_method(gc, words):
+    """issue 62: a GC of shape [N] with N == T broadcasts silently against [N, T] (each token of sequence i would take
+    sequence t's coefficient); a float, an integer tensor or a nan are as wrong. One line, naming the method."""
+    from gcframe.engine import check_gc
+    from gcframe.errors import MethodError
+
+    logp = torch.zeros(3, 3)
+    with pytest.raises(MethodError, match=r"^method 'mine': coefficients\(batch, logp\) ") as e:
+        check_gc(gc, logp, "mine")
+    assert words in str(e.value) and "\n" not in str(e.value)
+    check_gc(torch.ones(3, 3, dtype=torch.float64), logp, "mine")  # any float dtype of the right shape
+
+
+def test_a_method_file_the_engine_cannot_call_is_refused_when_it_is_imported(tmp_path):
+    from gcframe.plugins import load_file
+
+    for name, body, words in [
+        ("sig_only", "def collect(self, step):\n        return None\n    def coefficients(self, batch):\n"
+         "        return batch", "defines coefficients(self, batch), but "
+         "the engine calls coefficients(self, batch, logp): give it that signature"),
+        ("collect_none", "def coefficients(self, batch, logp):\n        return logp", "has no collect of its own: "
+         "define collect(self, step)"),
+        ("prep_two", "def collect(self, step):\n        return None\n    def coefficients(self, batch, logp):\n"
+         "        return logp\n    def prepare(self):\n        pass", "defines prepare(self), but the engine calls "
+         "prepare(self, batch)"),
+    ]:
+        f = tmp_path / f"{name}.py"
+        f.write_text(f"from methods import register\nfrom methods.base import Method\n\n\n@register('{name}')\n"
+                     f"class M(Method):\n    {body}\n")
+        with pytest.raises(UserError, match=rf"^--methods-from '{f}': method '{name}' ") as e:
+            load_file(f)
+        assert words in str(e.value)
