@@ -68,6 +68,13 @@ def isolated(fn, *args):
     except EOFError:
         proc.join()
         ok, value = False, f"the child process died (exit code {proc.exitcode}, e.g. killed for memory)"
+    except BaseException:  # Ctrl-C or SIGTERM in the parent: the measurement goes with it, never left running
+        proc.terminate()
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        raise
     proc.join()
     if not ok:
         raise RuntimeError(f"{getattr(fn, '__name__', fn)}{args[:2]} failed:\n{value}")
@@ -76,11 +83,24 @@ def isolated(fn, *args):
 
 def _child(conn, fn, args):
     warnings.filterwarnings("ignore")
+    _die_with_parent()
     try:
         conn.send((True, fn(*args)))
     except BaseException:
         conn.send((False, traceback.format_exc()))
     conn.close()
+
+
+def _die_with_parent() -> None:
+    """Linux: this process gets SIGTERM when its parent dies, even by SIGKILL (prctl PR_SET_PDEATHSIG), so that a
+    stopped benchmark leaves no measurement running under PID 1."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's own handler stops it
+        pass
 
 
 def setup_process(threads: int) -> None:

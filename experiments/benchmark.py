@@ -47,6 +47,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
+from gcframe.errors import UserError, check_writable, cli_entry  # noqa: E402
+
 from experiments.bench_common import (
     ALL_SIZES,
     LR,
@@ -418,18 +420,30 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def out_file(out: Path) -> Path:
+    """--out's JSON file, its folder made now (results/new/bench.json creates results/new); an existing folder, or
+    a path ending in /, gets bench.json inside it. Refused in one line where the folder cannot be made."""
+    if out.is_dir() or str(out).endswith(("/", os.sep)):
+        out = out / "bench.json"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"--out {out}: its folder {out.parent} cannot be made ({e.strerror or type(e).__name__}): "
+                        "choose another path") from None
+    check_writable(out.parent, "choose another --out")
+    return out
+
+
+@cli_entry
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.vs_trl and args.no_trl:
-        print("--vs-trl and --no-trl contradict each other: give one of them", file=sys.stderr)
-        return 2
+        raise UserError("--vs-trl and --no-trl contradict each other: give one of them")
     unknown = sorted(set(args.sizes.split(",")) - set(SIZES) - {"real"}) if args.sizes else []
     if unknown:
-        print(f"--sizes: unknown size(s) {', '.join(unknown)}: choose from small, compute, real", file=sys.stderr)
-        return 2
-    if args.out and not Path(args.out).resolve().parent.is_dir():  # fail now, not after minutes of measuring
-        print(f"--out {args.out}: its folder does not exist; create it or choose another path", file=sys.stderr)
-        return 2
+        raise UserError(f"--sizes: unknown size(s) {', '.join(unknown)}: choose from small, compute, real")
+    if args.out:  # fail now, not after minutes of measuring
+        args.out = str(out_file(Path(args.out)))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     import transformers
@@ -447,8 +461,7 @@ def main(argv=None) -> int:
             args.trl = True
         except ImportError:
             if args.vs_trl:
-                print("--vs-trl needs TRL: pip install -e '.[trl]' (or pip install trl)", file=sys.stderr)
-                return 2
+                raise UserError("--vs-trl needs TRL: pip install -e '.[trl]' (or pip install trl)")
             skipped = "TRL is not installed: pip install -e '.[trl]'"
     if args.out:  # the environment the numbers were measured in, beside them (results/benchmark/env.json)
         from gcframe.tracking.env import write_env

@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
-from gcframe.errors import MethodError, UserError, check_writable, cli_entry  # noqa: E402
+from gcframe.errors import MethodError, UserError, check_writable, cli_entry, interrupted  # noqa: E402
 from gcframe.tracking import threads  # noqa: E402
 
 from experiments.compare_config import (  # noqa: E402  (the configuration's layers; tests and sweeps import them here)
@@ -429,10 +429,11 @@ def main(argv=None) -> int:
     where: dict = {}  # what runs now, for the line Ctrl-C prints
     try:
         return _main(args, where)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (gcframe.errors.Terminated): claims and temporaries go
         out = Path(args.out or ".")
-        print(interrupted_line(out, where), file=sys.stderr, flush=True)
-        return 130
+        how, status = interrupted(e, [out] if args.out else [])
+        print(interrupted_line(out, where).replace("interrupted", how, 1), file=sys.stderr, flush=True)
+        return status
 
 
 def _main(args, where: dict) -> int:

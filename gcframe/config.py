@@ -443,6 +443,12 @@ def from_dict(raw: dict) -> RunConfig:
                             f"got '{getattr(cfg, section).lr_schedule}'")
     if cfg.train.reward not in ("verifier", "reward_model", "process", "functions"):
         raise UserError(f"train.reward must be verifier, reward_model, process or functions, got '{cfg.train.reward}'")
+    m = cfg.model
+    if not m.path and m.hidden_size % m.num_heads:  # before anything is written, not when stage 1 builds the model
+        fits = [h for h in range(1, m.hidden_size + 1) if m.hidden_size % h == 0 and abs(h - m.num_heads) <= 8]
+        raise UserError(f"model.hidden_size {m.hidden_size} is not divisible by model.num_heads {m.num_heads}: each "
+                        f"head takes hidden_size / num_heads dimensions; pick num_heads that divides it (e.g. "
+                        f"{', '.join(map(str, fits[:4]))})")
     if cfg.train.reward_weights and cfg.train.reward != "functions":
         raise UserError(f"train.reward_weights is set but train.reward is '{cfg.train.reward}': the weights apply to "
                         "train.reward_funcs only; set train.reward: functions with your functions, or remove "

@@ -26,21 +26,53 @@ def _one_line(parser: argparse.ArgumentParser, message: str) -> None:
     sys.exit(2)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`timeout`, `kill`, a scheduler) as an interrupt: what Ctrl-C cleans up and keeps, SIGTERM does too."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
+def on_sigterm() -> None:
+    """SIGTERM raises Terminated in the main thread (where nothing else handles it), so that a command stopped by
+    `timeout` or `kill` releases its claims, removes its temporary files and says what it kept, as on Ctrl-C."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, _terminate):
+        signal.signal(signal.SIGTERM, _terminate)
+
+
+def interrupted(e: KeyboardInterrupt, roots=()) -> tuple[str, int]:
+    """After Ctrl-C or SIGTERM: the process's claims and own temporary files (under the cache and `roots`) are
+    removed (gcframe.tracking.claims.clean_up) -> (how it was stopped, the exit status: 130, or 143 for SIGTERM)."""
+    from gcframe.tracking import claims
+    from gcframe.tracking.log import cache_root
+
+    claims.clean_up([cache_root(), *roots])
+    return ("terminated (SIGTERM)", 143) if isinstance(e, Terminated) else ("interrupted", 130)
+
+
 def cli_entry(main):
-    """Decorate a CLI `main`: a UserError prints `error: <message>` and exits 2; Ctrl-C exits 130 without a
-    traceback; an argument argparse refuses (`--steps ten`) is one line too."""
+    """Decorate a CLI `main`: a UserError prints `error: <message>` and exits 2; Ctrl-C exits 130 and SIGTERM 143,
+    without a traceback and without leaving claims or temporary files; an argument argparse refuses (`--steps ten`)
+    is one line too."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
         argparse.ArgumentParser.error = _one_line  # the parsers this command builds refuse in one line
+        on_sigterm()
         try:
             return main(*args, **kwargs)
         except UserError as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
-        except KeyboardInterrupt:  # Ctrl-C where the command has nothing more specific to say: no traceback
-            print("interrupted", file=sys.stderr)
-            sys.exit(130)
+        except KeyboardInterrupt as e:  # Ctrl-C where the command has nothing more specific to say: no traceback
+            how, status = interrupted(e)
+            print(how, file=sys.stderr)
+            sys.exit(status)
         except OSError as e:  # a write the disk had no room for, where no caller said more: one line, no traceback
             if not disk_full(e):
                 raise

@@ -150,6 +150,13 @@ CASES = {
     "method coefficients(self, batch)": ({}, ["--methods-from", "{tmp}/two_args.py", "--methods", "two_args"], None,
                                          ["method 'two_args' defines coefficients(self, batch), but the engine calls "
                                           "coefficients(self, batch, logp)"]),
+    # issue 62: tracebacks and leftovers
+    "model holding pickled code": ({}, ["--model", "{tmp}/pickled_code"], None,
+                                   ["pickled_code/pytorch_model.bin' cannot be loaded as plain tensors",
+                                    "UnpicklingError", "gcframe never runs it", "safetensors"]),
+    "num_heads not dividing hidden_size": ({"model": {"num_heads": 3}}, [], None,
+                                           ["model.hidden_size 32 is not divisible by model.num_heads 3",
+                                            "pick num_heads that divides it"]),
     # issue 62: no runaway inputs: refused before anything is allocated, with the estimate
     "runaway prompts_per_step": ({"train": {"prompts_per_step": 1000000000}}, [], None,
                                  ["4,000,000,000 sequences", "needs about", "GiB", "this machine holds",
@@ -201,6 +208,15 @@ class Bad({base}):
     {body}
 """
 AFTER_CHECKPOINT = {"reward raises", "reward None", "reward NaN", "loss NaN", "logits inf"}
+
+
+class CallsOnLoad:
+    """Unpickled, it would call os.getpid (harmless): what a code-running pytorch_model.bin does with worse."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.getpid, ())
 
 
 def _case_args(tmp: Path, name: str) -> list[str]:
@@ -268,6 +284,8 @@ def results(tmp_path_factory):
     save_model_and_tokenizer(build_tiny_llama(tok, ModelConfig(hidden_size=16, num_layers=1, num_heads=2,
                                                                intermediate_size=32)), tok, tmp / "noweights")
     (tmp / "noweights" / "model.safetensors").unlink()
+    shutil.copytree(tmp / "noweights", tmp / "pickled_code")  # weights whose unpickling would call a function
+    torch.save({"w": CallsOnLoad()}, tmp / "pickled_code" / "pytorch_model.bin")
     (tmp / "existing").mkdir()
     (tmp / "existing" / "keep.txt").write_text("results of an earlier run")
     (tmp / "afile").write_text("a file the user keeps")

@@ -1,6 +1,7 @@
 """experiments/benchmark.py: its smallest run writes every ratio (keys and shapes, not timing values), and the TRL
 comparison reports a failure instead of a number."""
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -74,19 +75,33 @@ def test_vs_trl_ratio_and_floor_are_ratios_of_medians(monkeypatch):
     assert v["ratio"] == pytest.approx(0.66) and v["floor"] == pytest.approx(0.46)
 
 
-@pytest.mark.parametrize("argv,says", [(["--vs-trl", "--no-trl"], "contradict"),
-                                       (["--out", "no/such/folder/b.json"], "does not exist")])
-def test_bad_arguments_exit_2_with_one_line(argv, says, capsys):
-    assert benchmark.main(argv) == 2
+def _refused(argv, capsys) -> str:
+    """benchmark.main(argv) refused in one `error:` line, exit 2 (gcframe.errors.cli_entry) -> the line."""
+    with pytest.raises(SystemExit) as e:
+        benchmark.main(argv)
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and says in err
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and err.startswith("error: "), err
+    return err
+
+
+@pytest.mark.parametrize("argv,says", [(["--vs-trl", "--no-trl"], "contradict"),
+                                       (["--out", "{tmp}/afile/b.json"], "cannot be made")])
+def test_bad_arguments_exit_2_with_one_line(argv, says, capsys, tmp_path):
+    (tmp_path / "afile").write_text("a file, not a folder")
+    assert says in _refused([a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
+
+
+def test_out_makes_its_folder_and_takes_a_folder(tmp_path):
+    """issue 62: --out DIR/b.json failed (exit 2, no `error:`) when DIR did not exist: it is made now; an existing
+    folder gets bench.json inside it."""
+    assert benchmark.out_file(tmp_path / "new" / "sub" / "b.json") == tmp_path / "new" / "sub" / "b.json"
+    assert (tmp_path / "new" / "sub").is_dir()
+    assert benchmark.out_file(tmp_path) == tmp_path / "bench.json"
 
 
 def test_vs_trl_without_trl_exits_2(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "trl", None)  # `import trl` raises ImportError, as where it is not installed
-    assert benchmark.main(["--vs-trl", "--sizes", "small"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "pip install" in err
+    assert "pip install" in _refused(["--vs-trl", "--sizes", "small"], capsys)
 
 
 def test_project_and_trl_settings_match():
@@ -153,9 +168,7 @@ def test_real_size_stand_in_has_smollm2_shapes(tmp_path, monkeypatch):
 
 
 def test_unknown_size_exits_2(capsys):
-    assert benchmark.main(["--sizes", "huge"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "small, compute, real" in err
+    assert "small, compute, real" in _refused(["--sizes", "huge"], capsys)
 
 
 def test_the_performance_tables_come_from_the_measurements(tmp_path):
@@ -220,3 +233,49 @@ def test_the_memory_baseline_is_read_after_the_libraries_are_imported():
             "'transformers.models.llama.modeling_llama')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.stdout.split() == ["[]", "True"], out.stderr[-2000:]
+
+
+STOPPED = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from gcframe.errors import on_sigterm
+from experiments.bench_common import isolated
+
+
+def nap(path):
+    with open(path, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(120)
+
+
+on_sigterm()
+isolated(nap, sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_stopped_benchmark_leaves_no_measurement_running(tmp_path, how):
+    """issue 62: stopping benchmark.py left its measuring child running under PID 1. SIGTERM stops the child with
+    the parent (bench_common.isolated), and even SIGKILL of the parent ends it (PR_SET_PDEATHSIG)."""
+    import signal
+    import subprocess
+    import time
+
+    script, pid_file = tmp_path / "stop.py", tmp_path / "child.pid"
+    script.write_text(STOPPED.format(root=str(Path(__file__).resolve().parents[1])))
+    proc = subprocess.Popen([sys.executable, str(script), str(pid_file)], env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 120
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    proc.send_signal(getattr(signal, how))
+    proc.wait(60)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        if (Path(f"/proc/{child}/stat").read_text().split()[2:3] or ["?"])[0] == "Z":
+            break  # a zombie is dead, waiting for its reaper
+        time.sleep(0.1)
+    alive = Path(f"/proc/{child}").exists() and Path(f"/proc/{child}/stat").read_text().split()[2] != "Z"
+    if alive:
+        os.kill(child, signal.SIGKILL)
+    assert not alive, f"the measuring child {child} outlived its parent ({how})"

@@ -165,6 +165,72 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     assert not (killed / "grpo" / "seed1" / "checkpoints").exists()  # finished: pruned
 
 
+# Runs compare.py, but grpo's run hangs at step 3 (after the checkpoint of step 2), holding a temporary folder in the
+# cache as a base being written would, until the test stops it with SIGTERM.
+HANG_WRITING = """
+import os, runpy, sys, time
+from gcframe.tracking.log import cache_root
+from gcframe.trainer import Trainer
+_train_step = Trainer.train_step
+def train_step(self, step):
+    if step == 3 and self.method.name == "grpo":  # not stage 1's (sft) step 3
+        os.makedirs(cache_root() / "sft_base" / f"being-written.tmp{{os.getpid()}}")
+        print("hanging", flush=True)
+        time.sleep(600)
+    return _train_step(self, step)
+Trainer.train_step = train_step
+sys.argv[0] = {compare!r}
+runpy.run_path({compare!r}, run_name="__main__")
+"""
+
+
+def test_sigterm_says_what_it_kept_and_leaves_no_claim_or_temporary(tmp_path):
+    """issue 62: SIGTERM (from `timeout`) printed nothing and left dpo/seed0.claim in the run folder and *.claim and
+    *.tmp<pid> folders in the cache. Now: one line like Ctrl-C's, exit 143, its claims and temporaries gone, and
+    --resume finishes the run."""
+    cfg = write_config(tmp_path / "tiny.yaml")
+    hang, out, err = tmp_path / "hang.py", tmp_path / "out", tmp_path / "hang.err"
+    hang.write_text(HANG_WRITING.format(compare=str(COMPARE)))
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen([sys.executable, str(hang), "--config", str(cfg), "--methods", "grpo", "--seeds", "0",
+                                 "--no-progress", "--out", str(out)], stdout=subprocess.PIPE, stderr=stderr,
+                                env=cli_env(), cwd=ROOT)
+    try:
+        until_printed(proc, "hanging", 1, err)
+        assert list(out.glob("*/*.claim")) and list(Path(os.environ["GCFRAME_CACHE"]).glob(f"*/*.tmp{proc.pid}"))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 143
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()
+    line = err.read_text().strip()
+    assert line.count("\n") == 0 and "Traceback" not in line, line
+    assert line.startswith("terminated (SIGTERM): grpo seed 0 stopped after 3 of 4 steps; kept: the finished runs, "
+                           "its last checkpoint") and f"continue with: python experiments/compare.py --resume" in line
+    assert list(out.rglob("*.claim")) == [] and list(Path(os.environ["GCFRAME_CACHE"]).rglob(f"*.tmp{proc.pid}")) == []
+    resumed = run_cli("--resume", out, "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    assert checkpoint.finished(out / "grpo" / "seed0", 4) is not None
+
+
+def test_clean_up_takes_only_this_process_s_claims_and_temporaries(tmp_path):
+    from gcframe.tracking import claims
+
+    mine, theirs = tmp_path / "a" / f"x.tmp{os.getpid()}", tmp_path / "a" / "x.tmp1"
+    deep = tmp_path / "r" / "grpo" / "seed0" / f"final.tmp{os.getpid()}"
+    for d in (mine, theirs, deep):
+        d.mkdir(parents=True)
+    (tmp_path / f"config.yaml.tmp{os.getpid()}").write_text("half")
+    claim, other = tmp_path / "r" / "grpo" / "seed0.claim", tmp_path / "r" / "rft" / "seed0.claim"
+    assert claims.acquire(claim)
+    other.parent.mkdir(parents=True)
+    other.write_text("elsewhere:1")  # another host's: never taken
+    gone = claims.clean_up([tmp_path])
+    assert sorted(p.name for p in gone) == sorted([mine.name, deep.name, f"config.yaml.tmp{os.getpid()}"])
+    assert theirs.is_dir() and not mine.exists() and not deep.exists() and not claim.exists() and other.exists()
+
+
 def test_resume_refuses_other_flags_and_non_runs(tmp_path):
     r = run_cli("--resume", tmp_path, "--quick")
     assert r.returncode == 2 and "drop --quick" in r.stderr
@@ -235,6 +301,37 @@ def test_a_log_missing_the_rows_of_its_checkpoint_is_refused(tmp_path):
     assert metrics.read_bytes() == before
     checkpoint.truncate_logs(tmp_path, 1)  # the rows of a checkpoint of step 1 are whole
     assert read_jsonl(metrics) == rows[:2]
+
+
+# checkpoint.save under a file-size limit (`ulimit -f`), with a stand-in trainer whose state is 400 kB of tensors
+WRITE_LIMITED = """
+import resource, sys
+from types import SimpleNamespace
+import torch
+from gcframe.errors import UserError
+from gcframe.tracking import checkpoint
+resource.setrlimit(resource.RLIMIT_FSIZE, (50_000, resource.RLIM_INFINITY))
+acc = SimpleNamespace(is_main_process=True, process_index=0, wait_for_everyone=lambda: None)
+trainer = SimpleNamespace(acc=acc, logger=SimpleNamespace(dir=sys.argv[1]), sharded=False)
+checkpoint._train_state = lambda trainer, step, last_eval: {"policy": torch.zeros(100_000)}
+try:
+    checkpoint.save(trainer, 2, {})
+except UserError as e:
+    print(e)
+"""
+
+
+def test_a_checkpoint_the_file_size_limit_stops_is_one_line_and_leaves_no_half_written_folder(tmp_path):
+    """issue 62: `ulimit -f 100` during a checkpoint save gave a 45-line traceback and exit 1: now one UserError line
+    (compare.py adds what is kept and the --resume line), and no step-000002.tmp left."""
+    (tmp_path / "limited.py").write_text(WRITE_LIMITED)
+    r = subprocess.run([sys.executable, str(tmp_path / "limited.py"), str(tmp_path / "run")], capture_output=True,
+                       text=True, env=cli_env(), cwd=ROOT, timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert r.stdout.strip() == (f"checkpoint {tmp_path / 'run' / 'checkpoints' / 'step-000002'} could not be written: a "
+                                "file is larger than this process may write (a file-size limit, ulimit -f): raise the "
+                                "limit (ulimit -f unlimited), or set train.checkpoint_every: 0")
+    assert list((tmp_path / "run" / "checkpoints").iterdir()) == []
 
 
 def test_finished_reads_the_final_evaluation_row(tmp_path):

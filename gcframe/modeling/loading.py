@@ -158,11 +158,43 @@ def resolve_model_path(path_or_name: str) -> str:
         if not files & {"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json"}:
             raise UserError(f"model directory '{path}' has no tokenizer (tokenizer.json / tokenizer_config.json): "
                             "save the tokenizer beside the model (tokenizer.save_pretrained(DIR))")
+        if not any(f.endswith(".safetensors") for f in files):  # transformers then reads the pickled .bin files
+            for f in sorted(f for f in files if f.endswith(".bin")):
+                check_pickled_weights(Path(path) / f)
         return path
     if os.path.exists(path) or not _HUB_ID.match(path):
         raise UserError(hint)
     check_hub_name(path)
     return path  # a hub name: from_pretrained downloads it (or finds it in the HF cache offline)
+
+
+def check_pickled_weights(path: Path) -> None:
+    """Refuse, in one line and before anything is written, a pickled weights file (pytorch_model.bin) that holds
+    anything but tensors and plain values: read as transformers reads it, with torch.load(weights_only=True), which
+    never runs code from the file (the storages memory-mapped: nothing is loaded). Torch's own error advises to
+    lower that guard; this line does not."""
+    import pickle
+
+    try:
+        try:
+            torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as e:
+            if "mmap" not in str(e):  # an old-format file (not a zip archive) cannot be memory-mapped: read it
+                raise
+            torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, AttributeError) as e:
+        raise UserError(f"model weights '{path}' cannot be loaded as plain tensors ({_unpickling_reason(e)}): a "
+                        "pytorch_model.bin may hold code, and gcframe never runs it; use weights saved as "
+                        "safetensors (model.save_pretrained(DIR) writes them) from a source you trust") from None
+
+
+def _unpickling_reason(e: BaseException) -> str:
+    """What torch.load's error says is in the file, without its advice on weights_only."""
+    advice = ("weights only load failed", "(1)", "(2)", "please file an issue", "check the documentation",
+              "in pytorch 2.6", "you can", "weightsunpickler error:", "do it only if", "warning:")
+    lines = [ln.split("WeightsUnpickler error:")[-1].strip() for ln in str(e).splitlines()]
+    lines = [ln for ln in lines if ln and not ln.lower().startswith(advice) and "weights_only" not in ln]
+    return f"{type(e).__name__}: {lines[0][:160]}" if lines else type(e).__name__
 
 
 LOCAL_HOW = ("give a local Hugging Face model folder (config.json + weights + tokenizer, e.g. saved with "

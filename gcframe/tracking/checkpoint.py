@@ -167,13 +167,17 @@ def save(trainer, step: int, last_eval: dict) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)  # left by a crash mid-write
         tmp.mkdir(parents=True)
     acc.wait_for_everyone()
-    if trainer.sharded:  # collective: every process writes its shards
-        from gcframe import sharding
+    try:
+        if trainer.sharded:  # collective: every process writes its shards
+            from gcframe import sharding
 
-        sharding.save_checkpoint(trainer, tmp / "sharded")
-    _write(_rng_state(), tmp / f"rng-rank{acc.process_index}.pt")
-    if acc.is_main_process:
-        _write(_train_state(trainer, step, last_eval), tmp / "state.pt")
+            sharding.save_checkpoint(trainer, tmp / "sharded")
+        _write(_rng_state(), tmp / f"rng-rank{acc.process_index}.pt")
+        if acc.is_main_process:
+            _write(_train_state(trainer, step, last_eval), tmp / "state.pt")
+    except (OSError, RuntimeError) as e:  # torch.save wraps a failed write in a RuntimeError
+        shutil.rmtree(tmp, ignore_errors=True)  # a half-written checkpoint is never kept
+        raise UserError(write_failed_line(final, e)) from None
     acc.wait_for_everyone()
     if acc.is_main_process:
         os.replace(tmp, final)  # atomic: the new checkpoint appears complete or not at all
@@ -182,6 +186,32 @@ def save(trainer, step: int, last_eval: dict) -> Path:
                 shutil.rmtree(old, ignore_errors=True)
     acc.wait_for_everyone()
     return final
+
+
+def write_failed_line(final: Path, e: BaseException) -> str:
+    """Why checkpoint `final` could not be written, from the OS error behind torch's (a full disk, a file-size
+    limit), and what to do; the caller adds what is kept and the --resume line."""
+    import errno
+
+    from gcframe.errors import disk_full, disk_full_line
+
+    os_error = next((x for x in _chain(e) if isinstance(x, OSError) and x.errno), None)
+    if os_error is not None and disk_full(os_error):
+        return f"{disk_full_line(final, 'checkpoint ' + final.name)}"
+    if os_error is not None and os_error.errno == errno.EFBIG:
+        return (f"checkpoint {final} could not be written: a file is larger than this process may write (a file-size "
+                "limit, ulimit -f): raise the limit (ulimit -f unlimited), or set train.checkpoint_every: 0")
+    why = f"{os_error.strerror}" if os_error is not None else str(e).strip().splitlines()[0][:160]
+    return f"checkpoint {final} could not be written ({why}): fix the folder, or set train.checkpoint_every: 0"
+
+
+def _chain(e: BaseException):
+    """e and the exceptions it was raised from or during, innermost last."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
 
 
 def _write(obj, path: Path) -> None:

@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 
 
+_held: set[Path] = set()  # the claims this process took and has not released (`release_all` drops them)
+
+
 def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -45,6 +48,7 @@ def acquire(path: str | Path) -> bool:
             except FileNotFoundError:
                 continue  # released between our open and read
             if owner == _owner():
+                _held.add(path)
                 return True
             if not owner:  # being written right now by its creator
                 time.sleep(0.05)
@@ -55,6 +59,7 @@ def acquire(path: str | Path) -> bool:
             continue
         with os.fdopen(fd, "w") as f:
             f.write(_owner())
+        _held.add(path)
         return True
     return False
 
@@ -62,6 +67,7 @@ def acquire(path: str | Path) -> bool:
 def release(path: str | Path) -> None:
     """Drop the claim if this process holds it."""
     path = Path(path)
+    _held.discard(path)
     try:
         if path.read_text().strip() == _owner():
             path.unlink()
@@ -76,3 +82,27 @@ def holder(path: str | Path) -> str | None:
     except FileNotFoundError:
         return None
     return owner if owner and _alive(owner) else None
+
+
+def release_all() -> None:
+    """Drop every claim this process still holds (on Ctrl-C or SIGTERM: `clean_up`)."""
+    for path in list(_held):
+        release(path)
+
+
+def clean_up(roots) -> list[Path]:
+    """What an interrupted process (Ctrl-C, SIGTERM) must not leave: its claims, and the temporary files and
+    folders it was writing under `roots` (named `*.tmp<pid>` with its own pid, up to 4 levels down: a cached base
+    being trained, a converted model, a run's final model, a YAML file) -> what was removed."""
+    import shutil
+
+    release_all()
+    gone, suffix = [], f".tmp{os.getpid()}"
+    for root in roots:
+        root = Path(root)
+        for depth in range(4):
+            for p in root.glob("/".join(["*"] * depth + [f"*{suffix}"])):
+                if p.name.endswith(suffix):
+                    shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+                    gone.append(p)
+    return gone
