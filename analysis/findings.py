@@ -94,18 +94,20 @@ def _plain_task(cfg: dict):
     return build_task(task_cfg)
 
 
-def recorded_indices(runs) -> dict[str, int]:
+def recorded_indices(runs) -> dict[str, int] | None:
     """problem id -> its place among the task's test problems, as the runs' greedy outcomes record it (their `index`
-    column: a run folder's per-problem rows, a result's problems.csv.gz); {} where they record none, or where those
-    outcomes are not of the test problems (the runs' last evaluation on validation problems)."""
+    column: a run folder's per-problem rows, a result's problems.csv.gz); {} where they record none; None where those
+    outcomes are not of the test problems (the runs' last evaluation on validation problems, not re-scored)."""
     from analysis.runs import RESCORED_SOURCE
 
     picks = runs.outcomes() if hasattr(runs, "outcomes") else []
-    if not picks or "index" not in picks[0][0]:
+    if not picks:
         return {}
     frame, _, source, _ = picks[0]
     train = (next(iter(runs.configs.values()), None) or {}).get("train") or {}
     if not source.startswith(RESCORED_SOURCE) and train.get("eval_split", "test") != "test":
+        return None
+    if "index" not in frame:
         return {}
     known = frame[["problem", "index"]].dropna().drop_duplicates()
     return dict(zip(known["problem"], known["index"].astype(int)))
@@ -116,7 +118,8 @@ def problem_subgroups(runs: Runs) -> dict[str, str]:
     ArithmeticTask's carry / no_carry), computed from the problem itself: its operands, from the task the runs'
     config builds without a tokenizer or a model. The problem behind an id is found by its prompt where the prompts
     are plain text, else (a chat template's prompts) by the place among the test problems the outcomes record
-    (`recorded_indices`). {} for a task that plans none; a task that plans them but whose problems cannot be named is
+    (`recorded_indices`). {} for a task that plans none, or for a chat template's runs scored on validation problems
+    only (noted: the subgroups are of the test problems); a task that plans them but whose problems cannot be named is
     refused in one line naming the cause (never {}: the findings would silently lose their subgroup rows)."""
     from gcframe.errors import UserError
     from gcframe.evaluate.problems import problem_id
@@ -131,6 +134,9 @@ def problem_subgroups(runs: Runs) -> dict[str, str]:
     where = f"task.prompt_format {(cfg.get('task') or {}).get('prompt_format', 'auto')} with model " \
             f"{(cfg.get('model') or {}).get('path')}"
     indices = recorded_indices(runs)
+    if indices is None:  # scored on validation problems: no subgroup of the test problems applies to them
+        getattr(runs, "notes", []).append("no planned subgroups: the runs' outcomes are of their validation problems")
+        return {}
     if not indices:
         raise UserError(f"the test problems' subgroups ({', '.join(getattr(task, 'SUBGROUPS', {}))}) cannot be built: "
                         f"the prompts are rendered by the model's chat template ({where}), so a problem's id does not "

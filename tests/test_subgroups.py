@@ -102,8 +102,6 @@ def test_a_chat_results_subgroups_come_from_its_problems_index():
 
 @pytest.mark.parametrize("frame, source, says", [
     (pd.DataFrame({"method": "a", "seed": 0, "problem": ["x"], "greedy": [1]}), "final models re-scored", "no `index`"),
-    (pd.DataFrame({"method": "a", "seed": 0, "problem": ["x"], "index": [3], "greedy": [1]}),
-     "the last evaluation of each run, 100 held-out problems", "no `index`"),  # of validation problems: not test
     (pd.DataFrame({"method": "a", "seed": 0, "problem": ["x"], "index": [50], "greedy": [1]}), "final models re-scored",
      "outside the task's 50 test problems"),
     (pd.DataFrame({"method": "a", "seed": 0, "problem": ["x", "y"], "index": [3, 3], "greedy": [1, 0]}),
@@ -124,3 +122,11 @@ def test_a_plain_result_names_its_problems_by_their_prompt():
     runs = SimpleNamespace(configs={("result", 0): {"task": {"n_demos": 100, "n_heldout": 50, "n_validation": 100}}})
     groups = findings.problem_subgroups(runs)  # no outcomes needed: the id is the plain prompt's digest
     assert groups == {problem_id(r): "carry" if _independent(r["prompt"]) else "no_carry" for r in task.heldout}
+
+
+def test_a_chat_result_scored_on_validation_problems_has_no_test_subgroups_and_says_so():
+    frame = pd.DataFrame({"method": "a", "seed": 0, "problem": ["x"], "index": [3], "greedy": [1]})
+    runs = _chat_runs(frame, source="the last evaluation of each run, 100 held-out problems")  # eval_split validation
+    runs.notes = []
+    assert findings.problem_subgroups(runs) == {} and runs.notes == [
+        "no planned subgroups: the runs' outcomes are of their validation problems"]
