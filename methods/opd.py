@@ -30,6 +30,7 @@ import torch
 
 from gcframe.batch import Batch
 from gcframe.errors import UserError
+from gcframe.modeling import evaluating
 from gcframe.teacher import check_tokenizer, load_teacher, teacher_columns, teacher_path
 from methods.base import Method, MethodConfig, register
 from methods.grpo import masked_mean
@@ -90,8 +91,9 @@ class OPD(Method):
         """The teacher's columns, once per collected batch (no grad): log π_T(o_t) [N, T], and for vOPD the KL of the
         sampling policy π_old from the teacher at each position [N, T]."""
         vopd = self.cfg.baseline == "vopd"
-        t_logp, kl = teacher_columns(self.teacher, batch, self.ctx.cfg.train.temperature,
-                                     student=self.ctx.policy if vopd else None)
+        with evaluating(self.ctx.policy):  # π_old as the engine measures it: no dropout
+            t_logp, kl = teacher_columns(self.teacher, batch, self.ctx.cfg.train.temperature,
+                                         student=self.ctx.policy if vopd else None)
         batch.data["teacher_logp"] = t_logp
         if vopd:
             batch.data["teacher_kl"] = kl
