@@ -514,8 +514,8 @@ def forecast_table(fc: pd.DataFrame) -> pd.DataFrame:
                      "mean_error": float(e.mean()) if len(e) else math.nan,
                      "mean_abs_error": float(e.abs().mean()) if len(e) else math.nan,
                      "sigma_last": float(g["sigma"].mean()),
-                     "note": "; ".join(f"seed {r['seed']}: {r['note']}" for _, r in g.iterrows()
-                                       if r["status"] not in FIT_WORDS)})
+                     "note": "; ".join(f"seed {r['seed']}, first half: {r['note']}" for _, r in g.iterrows()
+                                       if r["status"] not in FIT_WORDS)})  # the half fit's word, not the run's
     out = pd.DataFrame(rows)
     mae = out["mean_abs_error"].dropna()
     total = {"method": "mean over methods", "seeds": int(out["seeds"].sum()), "forecast": int(out["forecast"].sum()),

@@ -11,6 +11,11 @@ from these tables.
     design.csv     what the design can detect: seeds, problems, the minimum detectable difference (α 0.05, power
                    0.8), the seeds or problems that would halve it and the task's held-out problems
     findings.md    the sentences, from the three tables; headline.md their short form (greedy only)
+    families.csv   where the config declares families of comparisons (its `families:`, analysis.families): each
+                   family's count of verdicts per comparison and family-wise (Holm), and which ones family-wise;
+                   pairs.csv and gains.csv then give every row its p-value and a family's rows their family, Holm
+                   p-value and family-wise verdict, and over_<baseline>.csv and gains_greedy.csv mark each cell
+                   "separated family-wise" or "separated per comparison"
 
 pairs.csv and gains.csv have a `subgroup` column: "all" (every test problem), then the same rows on each planned
 subgroup of the task's test problems where the task defines them (`problem_subgroups`: arithmetic's carry /
@@ -30,7 +35,7 @@ import sys
 
 import pandas as pd
 
-from analysis import paired
+from analysis import families, paired
 from analysis.runs import Runs
 from gcframe.errors import cli_entry
 
@@ -64,6 +69,9 @@ def tests(runs: Runs) -> tuple[pd.DataFrame, list[str]]:
 
 
 ALL = "all"  # the subgroup of every problem
+PER_COMPARISON = "These verdicts are per comparison."
+"""Said after the count and the groups of every pair: each is its own 95% interval (a declared family's verdicts are
+the family lines', analysis.families)."""
 
 
 def _task_class(runs: Runs):
@@ -223,8 +231,18 @@ def pair_rows(runs: Runs, table: pd.DataFrame | None = None) -> list[dict]:
              "Δ [95% interval]": _interval(r), **{k: v[i] for k, v in p.items()},
              "separated": "yes" if r["separated"] else "no", "seeds": int(r["n_seeds"]),
              "problems": int(r["n_problems"]), "paired SE / unpaired SE": f"{r['se'] / r['unpaired_se']:.2f}",
-             "subgroup": r.get("subgroup", ALL)}
+             "subgroup": r.get("subgroup", ALL), **_family_cells(r)}
             for i, (_, r) in enumerate(table.iterrows())]
+
+
+def _family_cells(r) -> dict:
+    """The paired test's p-value and, where the row is one of a declared family's comparisons (analysis.families),
+    the family, its Holm-adjusted p-value and the family-wise verdict ('–' outside every family)."""
+    family = r.get("family")
+    inside = isinstance(family, str)
+    return {"p": f"{r['p']:.3g}", "family": family if inside else "–",
+            "Holm p": f"{r['p_holm']:.3g}" if inside else "–",
+            "separated family-wise (Holm)": families.fw_word(r.get("fw_separated") if inside else None)}
 
 
 def gain_table(runs: Runs) -> pd.DataFrame:
@@ -248,17 +266,21 @@ def gain_rows(runs: Runs, gains: pd.DataFrame | None = None) -> list[dict]:
     return [{"method": r["a"], "metric": metric_name(r["metric"], r["k"]), "over": r["b"],
              "gain [95% interval]": _interval(r), **{k: v[i] for k, v in p.items()},
              "separated": "yes" if r["separated"] else "no", "seeds": int(r["n_seeds"]),
-             "problems": int(r["n_problems"]), "subgroup": r.get("subgroup", ALL)}
+             "problems": int(r["n_problems"]), "subgroup": r.get("subgroup", ALL), **_family_cells(r)}
             for i, (_, r) in enumerate(gains.iterrows())]
 
 
 def gain_summary(rows: pd.DataFrame, metric: str = "greedy") -> pd.DataFrame:
     """gains.csv's `metric` rows as one row per method and a column per subgroup (all problems first): the gain with
-    its interval, and "separated" where the interval excludes 0, e.g. "+0.486 [+0.437, +0.535], separated"."""
+    its interval and its verdict (analysis.families.mark: "separated family-wise", "separated per comparison" where
+    its family does not separate it, "separated" where no family covers it), e.g. "+0.486 [+0.437, +0.535],
+    separated family-wise"."""
     g = rows[rows["metric"] == metric]
     out = {}
+    fw = {"yes": True, "no": False}
     for _, r in g.iterrows():
-        cell = r["gain [95% interval]"] + (", separated" if r["separated"] == "yes" else "")
+        cell = r["gain [95% interval]"] + families.mark(r["separated"] == "yes",
+                                                        fw.get(r.get("separated family-wise (Holm)")))
         out.setdefault(r["method"], {"method": r["method"]})[r["subgroup"]] = cell
     return pd.DataFrame(list(out.values()), columns=["method", *dict.fromkeys(g["subgroup"])])
 
@@ -271,7 +293,8 @@ demonstrations the checker accepts (given the information RL gets), else SFT on 
 def versus_summary(table: pd.DataFrame, baseline: str, metric: str = "greedy") -> pd.DataFrame:
     """Every method − `baseline` from the paired tests (`table`: tests()' rows, a `subgroup` column), as one row per
     method (the file's name says the baseline: over_<baseline>.csv) and a column per subgroup (all problems first),
-    e.g. "+0.072 [+0.041, +0.103], separated"; a pair the
+    e.g. "+0.072 [+0.041, +0.103], separated family-wise" (analysis.families.mark: "separated per comparison" where
+    the declared family does not separate it, "separated" where no family covers it); a pair the
     test wrote as baseline − method is turned round (Δ and the interval negated and swapped)."""
     t = table[(table["metric"] == metric) & ((table["a"] == baseline) | (table["b"] == baseline))]
     out = {}
@@ -279,7 +302,7 @@ def versus_summary(table: pd.DataFrame, baseline: str, metric: str = "greedy") -
         flip = r["a"] == baseline
         other = r["b"] if flip else r["a"]
         d, lo, hi = (-r["diff"], -r["hi"], -r["lo"]) if flip else (r["diff"], r["lo"], r["hi"])
-        cell = f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" + (", separated" if r["separated"] else "")
+        cell = f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" + families.mark(r["separated"], r.get("fw_separated"))
         out.setdefault(other, {"method": other})[r.get("subgroup", ALL)] = cell
     rows = pd.DataFrame(list(out.values()), columns=["method", *dict.fromkeys(t.get("subgroup", [ALL]))])
     mean = {r["method"]: float(r[ALL].split()[0]) for _, r in rows.iterrows()} if ALL in rows else {}
@@ -293,7 +316,7 @@ def gain_line(runs: Runs, gains: pd.DataFrame, metric: str = "greedy") -> list[s
         return []
     level = g["base_mean"].iloc[0]
     parts = [f"{r['a']} {r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}], "
-             f"{'separated' if r['separated'] else 'not separated'}" for _, r in g.iterrows()]
+             + (families.mark(r["separated"], r.get("fw_separated"))[2:] or "not separated") for _, r in g.iterrows()]
     return [f"Over the {runs.base_label} ({level:.3f} {metric_name(metric, g['k'].iloc[0])}; {_design(g)}): "
             + "; ".join(parts) + "."]
 
@@ -314,9 +337,12 @@ def claim_rows(runs: Runs, table: pd.DataFrame | None = None) -> list[dict]:
                 sign = 1 if r["a"] == a else -1  # the table's pair may be ordered b − a
                 r = r.copy()
                 r["diff"], r["lo"], r["hi"] = sign * r["diff"], *sorted((sign * r["lo"], sign * r["hi"]))
+                fw = r.get("fw_separated") if isinstance(r.get("family"), str) else None
                 out.append({"claim (DeepSeekMath)": claim, "comparison": f"{a} − {b}",
                             "metric": metric_name(r["metric"], r["k"]), "Δ [95% interval]": _interval(r),
-                            "verdict": verdict(r), "seeds": int(r["n_seeds"]), "problems": int(r["n_problems"])})
+                            "verdict": verdict(r), "seeds": int(r["n_seeds"]), "problems": int(r["n_problems"])}
+                           | ({"verdict, family-wise (Holm)": "–" if fw is None else
+                               verdict(r) if fw else "not separated"} if "family" in table else {}))
     return out
 
 
@@ -445,12 +471,16 @@ def groups_text(order: list[str], g: pd.DataFrame) -> str:
 def claim_lines(runs: Runs, table: pd.DataFrame) -> list[str]:
     """One line per DeepSeekMath ordering: its verdict and interval on every metric."""
     by_claim: dict[tuple, list[str]] = {}
+    fw: dict[tuple, list[str]] = {}
     rows = claim_rows(runs, table)
     for c in rows:
         key = (c["claim (DeepSeekMath)"], c["comparison"])
         by_claim.setdefault(key, []).append(f"{c['metric']} {c['verdict']} ({c['Δ [95% interval]']})")
+        if c.get("verdict, family-wise (Holm)", "–") != "–":
+            fw.setdefault(key, []).append(f"{c['metric']} {c['verdict, family-wise (Holm)']}")
     scope = f" (1 seed: {SCOPE})" if rows and all(c["seeds"] == 1 for c in rows) else ""
-    return [f"DeepSeekMath {claim.split(':')[0]}, {comp}: {'; '.join(parts)}{scope}."
+    return [f"DeepSeekMath {claim.split(':')[0]}, {comp}: {'; '.join(parts)}{scope}"
+            + (f"; family-wise (Holm): {'; '.join(fw[(claim, comp)])}" if (claim, comp) in fw else "") + "."
             for (claim, comp), parts in by_claim.items()]
 
 
@@ -471,7 +501,7 @@ def sentences(runs: Runs, table: pd.DataFrame | None = None, gains: pd.DataFrame
         line = f"**{name}** ({_design(g)}): {sep} of {_count(len(g), 'pair')} separated by the paired test"
         if sep:
             line += f"; {groups_text(order, g)}"
-        lines.append(line + f". Means: {ranked}.")
+        lines.append(line + f". Means: {ranked}." + (f" {PER_COMPARISON}" if sep else ""))
     lines += claim_lines(runs, table)
     for d in design_rows(runs, table):
         lines.append(f"The design detects {d['metric']} differences of {d['detectable difference (median over pairs)']}"
@@ -490,7 +520,7 @@ def headline(runs: Runs, table: pd.DataFrame, gains: pd.DataFrame | None = None)
         return []
     order = [m for m, _ in ranking(runs, table, "greedy")]
     lines = [f"Greedy accuracy ({_design(g)}): {int(g['separated'].sum())} of {_count(len(g), 'pair')} separated by "
-             f"the paired test" + (f"; {groups_text(order, g)}." if g["separated"].any() else ".")]
+             f"the paired test" + (f"; {groups_text(order, g)}. {PER_COMPARISON}" if g["separated"].any() else ".")]
     lines += [c for c in claim_lines(runs, g)] + gain_line(runs, gain_table(runs) if gains is None else gains)
     d = next((d for d in design_rows(runs, g) if d["metric"] == "greedy"), None)
     if d:
@@ -500,19 +530,43 @@ def headline(runs: Runs, table: pd.DataFrame, gains: pd.DataFrame | None = None)
     return lines
 
 
-def write(runs: Runs, folder, prefix: str = "") -> list[str]:
+def declared_families(runs) -> dict:
+    """The `families:` of the config the runs were started with (compare.py writes it into OUT/config.yaml; a
+    result's config.yaml), checked (analysis.families.check); {} where it declares none."""
+    import yaml
+    from pathlib import Path
+
+    where = getattr(runs, "out", None) or getattr(runs, "folder", None)
+    cfg = Path(where) / "config.yaml" if where is not None else None
+    if cfg is None or not cfg.is_file():
+        return {}
+    return families.check((yaml.safe_load(cfg.read_text()) or {}).get("families"))
+
+
+def write(runs: Runs, folder, prefix: str = "", spec: dict | None = None) -> list[str]:
     """pairs.csv, findings.csv, design.csv and findings.md into `folder` -> the sentences; gains.csv and
     gains_greedy.csv over a re-scored base; over_<baseline>.csv, every method against the SFT baseline given the
-    checker's information (BASELINES: sft_filtered, else sft_clean), where one ran."""
+    checker's information (BASELINES: sft_filtered, else sft_clean), where one ran; families.csv and the family-wise
+    columns of pairs.csv and gains.csv where the config declares families (`spec`, else `declared_families`)."""
     from pathlib import Path
 
     folder = Path(folder)
     table, sources = tests(runs)
     if table.empty:
         return []
+    spec = declared_families(runs) if spec is None else families.check(spec)
     views = subgroups(runs)  # the planned subgroups' rows follow all problems' (ALL) in pairs.csv and gains.csv
     parts = [table.assign(subgroup=ALL)] + [tests(v)[0].assign(subgroup=v.name) for v in views]
     every_pair = pd.concat(parts, ignore_index=True)
+    gains = gain_table(runs)  # once: it reads every per-problem file
+    sub_gains = [gain_table(v) for v in views]
+    every_gain = pd.concat([gains.assign(subgroup=ALL)] + [g.assign(subgroup=v.name) for v, g in zip(views, sub_gains)],
+                           ignore_index=True) if len(gains) else pd.DataFrame()
+    every_pair, every_gain, family_rows = families.adjust(spec, every_pair, every_gain, runs.base_label)
+    table = every_pair[every_pair["subgroup"] == ALL].reset_index(drop=True)  # with its family-wise columns
+    if len(gains):
+        gains = every_gain[every_gain["subgroup"] == ALL].reset_index(drop=True)
+        sub_gains = [every_gain[every_gain["subgroup"] == v.name].reset_index(drop=True) for v in views]
     pd.DataFrame(pair_rows(runs, every_pair)).to_csv(folder / f"{prefix}pairs.csv", index=False)
     baseline = next((b for b in BASELINES if b in set(table["a"]) | set(table["b"])), None)
     if baseline:  # each method against the SFT baseline given the checker's information
@@ -521,19 +575,19 @@ def write(runs: Runs, folder, prefix: str = "") -> list[str]:
     if claims:
         pd.DataFrame(claims).to_csv(folder / f"{prefix}findings.csv", index=False)
     pd.DataFrame(design_rows(runs, table)).to_csv(folder / f"{prefix}design.csv", index=False)
-    gains = gain_table(runs)  # once: it reads every per-problem file
-    sub_gains = [gain_table(v) for v in views]
+    if family_rows:
+        pd.DataFrame(family_rows).to_csv(folder / f"{prefix}families.csv", index=False)
     if len(gains):
-        every = pd.concat([gains.assign(subgroup=ALL)] + [g.assign(subgroup=v.name) for v, g in zip(views, sub_gains)],
-                          ignore_index=True)
-        rows = pd.DataFrame(gain_rows(runs, every))
+        rows = pd.DataFrame(gain_rows(runs, every_gain))
         rows.to_csv(folder / f"{prefix}gains.csv", index=False)
         gain_summary(rows).to_csv(folder / f"{prefix}gains_greedy.csv", index=False)
-    lines = sentences(runs, table, gains) + subgroup_gain_lines(views, sub_gains)
+    family_lines = [families.sentence(r) for r in family_rows]
+    lines = sentences(runs, table, gains) + subgroup_gain_lines(views, sub_gains) + family_lines
     note = f"\n<sub>Outcomes: {'; '.join(sources)}.</sub>\n"
     (folder / f"{prefix}findings.md").write_text("".join(f"- {s}\n" for s in lines) + note)
     short = headline(runs, table, gains) + (subgroup_gain_lines(views, sub_gains) if not table.empty and
                                             (table["metric"] == "greedy").any() else [])
+    short += [s for s, r in zip(family_lines, family_rows) if r["metric"] == "greedy"]
     (folder / f"{prefix}headline.md").write_text("".join(f"- {s}\n" for s in short) + note)
     return lines
 

@@ -125,11 +125,13 @@ def components_variance(var_seed, var_problem, var_resid, S: int, P: int):
 
 
 def t_interval(diff: float, var: float, df: float, level: float = 0.95) -> dict:
-    """diff ± t_{(1+level)/2, df}·√var, its SE and whether it excludes 0 (`separated`)."""
+    """diff ± t_{(1+level)/2, df}·√var, its SE, whether it excludes 0 (`separated`) and the two-sided p-value of the
+    same t statistic, p = 2·P(T_df > |diff|/SE) (separated ⟺ p < 1 − level; analysis.families adjusts it)."""
     se = math.sqrt(var)
     half = stats.t.ppf(0.5 + level / 2, df) * se
+    p = float(2 * stats.t.sf(abs(diff) / se, df)) if se > 0 else float(diff == 0)  # no spread: 0 is excluded or not
     return dict(diff=diff, lo=diff - half, hi=diff + half, se=se, df=df,
-                separated=bool(diff - half > 0 or diff + half < 0))
+                separated=bool(diff - half > 0 or diff + half < 0), p=p)
 
 
 def _tables(df: pd.DataFrame, a: str, b: str, metric: str):

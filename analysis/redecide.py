@@ -7,9 +7,11 @@ A result with paired findings publishes the per-problem outcomes behind them (re
 analysis.results.write_outcomes), its summary.csv (the methods, in order), its config.yaml (the task's held-out
 problems) and, in findings.md's last line, where each metric's outcomes came from. `Published` reads those files
 into what analysis.findings reads from a run folder, and `redecide` writes pairs.csv, findings.csv, design.csv,
-gains.csv, findings.md, headline.md and pairs.png again through analysis.findings and analysis.report, so that a
-change of the paired test (analysis.paired) reaches every published verdict. Then `python -m analysis.results`
-re-renders the tables that show them. Prints the verdicts that changed: pair, metric, old and new interval.
+gains.csv, families.csv, findings.md, headline.md and pairs.png again through analysis.findings and analysis.report,
+so that a change of the paired test (analysis.paired) or of the families the config declares (its `families:`,
+analysis.families: the family-wise columns of pairs.csv and gains.csv) reaches every published verdict. Then
+`python -m analysis.results` re-renders the tables that show them. Prints the verdicts that changed: pair, metric,
+old and new interval, per comparison and family-wise.
 """
 from __future__ import annotations
 
@@ -78,11 +80,21 @@ class Published:
         return self._base
 
 
+FAMILY_WISE = "separated family-wise (Holm)"
+
+
 def _verdicts(path: Path, key: list[str], interval: str) -> dict:
     if not path.is_file():
         return {}
-    t = pd.read_csv(path, dtype=str)
-    return {(*(r[k] for k in key), r.get("subgroup", "all")): (r[interval], r["separated"]) for _, r in t.iterrows()}
+    t = pd.read_csv(path, dtype=str, keep_default_na=False)
+    return {(*(r[k] for k in key), r.get("subgroup", "all")): (r[interval], r["separated"], r.get(FAMILY_WISE, "–"))
+            for _, r in t.iterrows()}
+
+
+def _said(interval: str, sep: str, fw: str) -> str:
+    """'+0.058 [+0.030, +0.087], separated, family-wise yes' (family-wise left out outside every family)."""
+    return f"{interval}, {'separated' if sep == 'yes' else 'not separated'}" + (
+        "" if fw in ("–", "") else f", family-wise {fw}")
 
 
 def redecide(folder: Path) -> list[dict]:
@@ -101,15 +113,14 @@ def redecide(folder: Path) -> list[dict]:
     changed = []
     for name, key, col in files:
         after = _verdicts(folder / name, key, col)
-        for k, (old, sep) in before[name].items():
-            new, new_sep = after.get(k, ("(gone)", ""))
-            if new_sep != sep:
+        for k, (old, sep, fw) in before[name].items():
+            new, new_sep, new_fw = after.get(k, ("(gone)", "", "–"))
+            if (new_sep, new_fw) != (sep, fw):
                 *names, metric, group = k  # group: the subgroup of problems (analysis.findings), "all" for every one
                 pair = (names[0] if name == "pairs.csv" else f"{names[0]} − {names[1]}") + \
                     ("" if group == "all" else f" ({group})")
                 changed.append({"result": folder.name, "comparison": pair, "metric": metric,
-                                "before": f"{old}, {'separated' if sep == 'yes' else 'not separated'}",
-                                "now": f"{new}, {'separated' if new_sep == 'yes' else 'not separated'}"})
+                                "before": _said(old, sep, fw), "now": _said(new, new_sep, new_fw)})
     return changed
 
 

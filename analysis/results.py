@@ -69,14 +69,17 @@ def write_env(env: dict, path: Path, runs: Path | None = None) -> None:
     path.write_text(envinfo.portable(json.dumps(env, indent=1), elsewhere=_runs_place(runs)) + "\n")
 
 
-def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
+def from_compare(runs: Path, results: Path, prefix: str = "", families: dict | None = None) -> None:
     """results/<name>/ from a finished compare.py folder: summary.csv (a row per method and seed), table.csv (the
     report's table), change.csv (the change from step 0, and late in the run), why.csv (what the
     logs show), matched.csv (equal compute), time.csv (where the time goes), pairs.csv, findings.csv (§5.2),
     design.csv and findings.md (the paired test: analysis.findings), pairs.png (its greedy pairs as a matrix),
     evals.csv (every evaluation of every run: `write_evals`), interaction.csv, by_step.csv and
     problems_by_step.csv.gz where the runs evaluated the test problems at several steps (analysis.interaction),
-    curves.png, gc_view.png, config.yaml, env.json, each name after `prefix` (an earlier stage of the same result).
+    curves.png, gc_view.png, config.yaml, env.json, each name after `prefix` (an earlier stage of the same result);
+    families.csv and the family-wise columns where the config declares families (analysis.families): the run
+    folder's, else `families` (the recipe config's, for runs started before their config declared them; then written
+    into the result's config.yaml).
     The processes that ran its cells (env.json, env.resume*.json) must share one environment."""
     from analysis import report
     from analysis.matched import matched_rows, time_rows
@@ -87,6 +90,14 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
     results.mkdir(parents=True, exist_ok=True)
     write_env(env, results / f"{prefix}env.json", runs)
     publish(runs / "config.yaml", results / f"{prefix}config.yaml", runs)
+    import yaml
+
+    if families and not (yaml.safe_load((runs / "config.yaml").read_text()) or {}).get("families"):
+        made = yaml.safe_load((results / f"{prefix}config.yaml").read_text()) or {}
+        (results / f"{prefix}config.yaml").write_text(yaml.safe_dump({**made, "families": families}, sort_keys=False,
+                                                                     allow_unicode=True))
+    else:
+        families = None  # the run folder's own, read by analysis.findings
     summary = pd.read_csv(runs / "summary.csv")
     summary.to_csv(results / f"{prefix}summary.csv", index=False, float_format="%.4f")
     pd.DataFrame(report.summary_rows(tables)).to_csv(results / f"{prefix}table.csv", index=False)
@@ -96,7 +107,7 @@ def from_compare(runs: Path, results: Path, prefix: str = "") -> None:
     pd.DataFrame(time_rows(tables)).to_csv(results / f"{prefix}time.csv", index=False)
     from analysis import findings
 
-    findings.write(tables, results, prefix)  # pairs.csv, findings.csv (§5.2), design.csv, findings.md: the paired test
+    findings.write(tables, results, prefix, spec=families)  # pairs.csv, findings.csv (§5.2), design.csv, findings.md: the paired test
     from analysis import field_claims
 
     claims = field_claims.rows(tables)  # the field's claims about the newer methods, where both methods ran

@@ -74,7 +74,7 @@ def load_config(spec: dict, overrides: dict | None = None):
     from gcframe.config import from_dict, load_yaml
 
     raw = load_yaml(ROOT / "configs/mid_curve_base.yaml")
-    raw.pop("run", None), raw.pop("tune", None)  # compare.py's own sections
+    raw.pop("run", None), raw.pop("tune", None), raw.pop("families", None)  # compare.py's own sections
     raw["train"] = {**raw.get("train", {}), "eval_every": 0, "eval_k": 0, "sample_every": 0, "checkpoint_every": 0}
     raw.setdefault("methods", {}).setdefault("rft", {})["pool_size"] = spec["rft_pool"]
     if spec.get("sft_steps"):

@@ -209,7 +209,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     raw = load_yaml(args.config)
-    for own in ("run", "tune", "methods"):  # compare.py's sections and the methods' options: not stage 1's
+    for own in ("run", "tune", "families", "methods"):  # compare.py's sections, the methods' options: not stage 1's
         raw.pop(own, None)
     over = {k: v for k, v in (("steps", args.sft_steps), ("lr_schedule", args.schedule)) if v is not None}
     raw = merge(raw, {"sft_base": over})

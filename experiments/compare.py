@@ -511,6 +511,8 @@ def _main(args, where: dict) -> int:
         extra = {"methods_from": args.methods_from} if args.methods_from else {}
         if args.tune_spec:  # a --resume continues the tuning from OUT/tune/
             extra["tune"] = args.tune_spec
+        if getattr(args, "families", None):  # the comparisons the findings adjust together (analysis.families)
+            extra["families"] = args.families
         from gcframe.evaluate.problems import split_names
 
         write_yaml(out / "config.yaml", {"methods_run": names, "seeds": seeds, **extra, **cfg.to_dict(),

@@ -53,6 +53,10 @@ def build_config(args):
     raw.pop("splits", None)  # a resumed folder's record of its problem sets, not an option
     raw.pop("processes", None)  # and of how many processes started it (a resume may use another number)
     args.tune_spec = tune_spec(raw.pop("tune", None), args)
+    from analysis.families import check as check_families
+
+    args.families = check_families(raw.pop("families", None))  # the findings' families (analysis.families), kept in
+    # OUT/config.yaml as declared: not an option of the runs
     if args.tune_spec and args.quick:  # a smoke tuning: each trial as short as --quick's runs
         args.tune_spec["steps"] = min(args.tune_spec["steps"] or QUICK["train"]["steps"], QUICK["train"]["steps"])
     from_dict(raw)  # every layer is checked on its own: a bad value must not hide behind --quick or --steps  # compare.py's own section: which methods and seeds to run

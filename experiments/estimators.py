@@ -62,7 +62,7 @@ def load_config(spec: dict):
 
     if spec["config"]:
         raw = load_yaml(ROOT / spec["config"])
-        raw.pop("run", None), raw.pop("tune", None)  # compare.py's own sections
+        raw.pop("run", None), raw.pop("tune", None), raw.pop("families", None)  # compare.py's own sections
     else:
         from gcframe.verify import _verify_config
         raw = _verify_config().to_dict()

@@ -243,6 +243,14 @@ RECIPES = {
 QUICK_RESCORE = ["--problems", "40"]  # --quick: the re-scoring's plumbing, on a few problems
 
 
+def declared(config: str) -> dict | None:
+    """The `families:` a recipe's config declares (analysis.families), for runs whose own config.yaml predates them."""
+    from analysis.families import check
+    from gcframe.config import load_yaml
+
+    return check(load_yaml(CONFIGS / config).get("families")) or None
+
+
 def stage_scores(stage: Path, b: dict) -> tuple[float, float | None, str]:
     """(greedy, pass@k, where from) of the earlier stage's final model: with b["check"] = (N, k), its scores on N
     validation problems with k samples (`python -m gcframe.evaluate --split validation`, run here once and kept);
@@ -442,7 +450,7 @@ def reproduce(name: str, args) -> Path | None:
             if not rescored(runs, QUICK_RESCORE if args.quick else recipe.rescore):
                 print(f"{name}: models still being re-scored elsewhere; the last process to finish writes {results}")
                 return None
-        collect.from_compare(runs, results)
+        collect.from_compare(runs, results, families=declared(recipe.config))
         committed = Path(args.results) / name / "summary.csv"
         if results.parent != Path(args.results) and committed.is_file() and (results / "summary.csv").is_file():
             print(collect.compare_rows(results / "summary.csv", committed))  # the check beside the result

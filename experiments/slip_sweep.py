@@ -57,6 +57,7 @@ def level_config(spec: dict, rate: float) -> dict:
     cfg = copy.deepcopy(load_yaml(spec["base"]))
     cfg.pop("run", None)
     cfg.pop("tune", None)
+    cfg.pop("families", None)  # the default result's families (analysis.families), not this sweep's
     cfg.setdefault("task", {})["demo_slip"] = float(rate)
     cfg["sft_base"] = {**(cfg.get("sft_base") or {}), **(spec.get("sft_base") or {})}
     cfg["methods"] = {k: v for k, v in (cfg.get("methods") or {}).items() if k in spec["methods"]}

@@ -152,7 +152,7 @@ def test_a_check_with_other_seeds_never_overwrites_the_committed_result(tmp_path
 
     seen = {}
     monkeypatch.setattr(reproduce, "compare_cells", lambda recipe, seeds, runs, quick: seen.update(runs=runs))
-    monkeypatch.setattr(results, "from_compare", lambda runs, res: seen.update(results=res))
+    monkeypatch.setattr(results, "from_compare", lambda runs, res, **kw: seen.update(results=res))
     monkeypatch.setattr(reproduce, "run", lambda cmd: seen.update(rescore=cmd))  # the test-set re-scoring
     monkeypatch.setattr(reproduce, "rescored", lambda runs, args: True)
     args = reproduce.parse_args(["default", "--seeds", "0", "--runs", str(tmp_path / "runs"),
@@ -190,7 +190,8 @@ def test_a_pipeline_recipe_chains_its_stages_and_rescores(tmp_path, monkeypatch)
 
     monkeypatch.setattr(reproduce, "compare_cells", compare_cells)
     monkeypatch.setattr(reproduce, "run", run)
-    monkeypatch.setattr(results, "from_compare", lambda runs, res, prefix="": collected.append((runs.name, prefix)))
+    monkeypatch.setattr(results, "from_compare",
+                        lambda runs, res, prefix="", **kw: collected.append((runs.name, prefix)))
     args = reproduce.parse_args(["word_problems_pipeline", "--runs", str(tmp_path / "runs"),
                                  "--results", str(tmp_path / "results")])
     reproduce.reproduce("word_problems_pipeline", args)

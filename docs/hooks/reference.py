@@ -187,7 +187,8 @@ def source(name: str):
             from gcframe.config import from_dict, load_yaml
 
             raw = load_yaml(DEFAULT_CONFIG)
-            for own in ("run", "tune"):  # compare.py's own sections: which methods and seeds, the rate tuning
+            for own in ("run", "tune", "families"):  # compare.py's own sections: which methods and seeds, the
+                # rate tuning, the findings' families
                 raw.pop(own, None)
             _sources[name] = from_dict(raw)
         elif name == "builtin":
