@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections import Counter
 from pathlib import Path
 
@@ -210,7 +211,8 @@ def damaged_line(damaged: list[str], out: Path) -> str:
     n = len(damaged)
     return (f"{n} damaged run folder{'s' if n > 1 else ''}: {'; '.join(damaged)}; restore the file"
             f"{'s' if n > 1 else ''} from a copy, or delete {'those run folders' if n > 1 else 'the run folder'} "
-            f"and train {'them' if n > 1 else 'it'} again with python experiments/compare.py --resume {out}")
+            f"and train {'them' if n > 1 else 'it'} again with python experiments/compare.py --resume "
+            f"{shlex.quote(str(out))}")
 
 
 SAMPLED = ["majk", "passk", "pass1"]

@@ -40,7 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
-from gcframe.errors import MethodError, UserError, check_writable, cli_entry, interrupted  # noqa: E402
+from gcframe.errors import (  # noqa: E402
+    MethodError, UserError, check_writable, cli_entry, disk_full, disk_full_line, interrupted)
 from gcframe.tracking import threads  # noqa: E402
 
 from experiments.compare_config import (  # noqa: E402  (the configuration's layers; tests and sweeps import them here)
@@ -89,7 +90,22 @@ def parse_args(argv=None):
                    "the summary and the report, the others log to OUT/worker<k>.log")
     p.add_argument("--cells-only", action="store_true", help=argparse.SUPPRESS)  # a worker: runs only, no summary
     threads.add_flag(p)
-    return p.parse_args(argv)
+    return p.parse_args(joined_negative_numbers(sys.argv[1:] if argv is None else argv))
+
+
+def joined_negative_numbers(argv) -> list[str]:
+    """`--tune -1e-3` as `--tune=-1e-3`: argparse reads a value that starts with '-' and is no plain number (-1e-3,
+    -1,2) as an unknown option ("unrecognized arguments"); joined, the option's own check refuses it in words."""
+    import re
+
+    number = re.compile(r"^-\d*\.?\d+(e[-+]?\d+)?(,-?\d*\.?\d+(e[-+]?\d+)?)*$", re.IGNORECASE)
+    argv, out = [str(a) for a in argv], []
+    for a in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and number.match(a):
+            out[-1] = f"{out[-1]}={a}"
+        else:
+            out.append(a)
+    return out
 
 
 def plan_workers(args, cfg, cells: int) -> int:
@@ -253,11 +269,15 @@ def kept_line(out: Path, where: dict) -> str:
     from gcframe.tracking import checkpoint
 
     trainer = where.get("trainer")
-    ckpt = checkpoint.latest(trainer.logger.dir) if trainer is not None else None
+    ckpt = checkpoint.newest_good(trainer.logger.dir)[0] if trainer is not None else None  # never a damaged one
     kept = (f" and {trainer.label}'s checkpoint of step {int(ckpt.name.split('-')[-1])}" if ckpt else
             f" ({trainer.label} restarts from step 0)" if trainer is not None else "")
-    resume = f"python experiments/compare.py --resume {out}"
-    return f"kept in {out}: the finished runs{kept}; once fixed, continue with: {resume}"
+    resume = f"python experiments/compare.py --resume {quoted(out)}"
+    where_set = f"a --resume reads its settings from {out / 'config.yaml'}: change them there"
+    if ckpt:  # the optimiser's state, its learning rate with it, comes back from the checkpoint
+        where_set += (f"; a new train.lr takes effect only in a run that starts over: delete "
+                      f"{Path(trainer.logger.dir) / checkpoint.SUBDIR} for that")
+    return f"kept in {out}: the finished runs{kept}; once fixed ({where_set}), continue with: {resume}"
 
 
 STARTED_WITH = {"config.yaml", "env.json", "step0_evals"}
@@ -301,7 +321,7 @@ def interrupted_line(out: Path, where: dict) -> str:
 
     if not where.get("config_written"):
         return "interrupted before anything was written: nothing to keep; run the command again"
-    resume = f"python experiments/compare.py --resume {out}"
+    resume = f"python experiments/compare.py --resume {quoted(out)}"
     trainer = where.get("trainer")
     if trainer is None:
         return f"interrupted ({where.get('phase', 'between runs')}); finished runs are kept in {out}; continue with: {resume}"
@@ -415,7 +435,7 @@ def run_cells(out: Path, cfg, names: list[str], seeds: list[int], *, bases, task
         if res is None:
             if wait_line:
                 acc.print(f"{label} seed {seed} is still running in another process: the summary and the report are "
-                          f"left to it (or to `compare.py --resume {out}` once it has finished)")
+                          f"left to it (or to `compare.py --resume {quoted(out)}` once it has finished)")
             return None
         rows.append(summary_row(label, seed, out / label / f"seed{seed}", res))
     order = [(label, seed) for label in names for seed in seeds]
@@ -434,6 +454,11 @@ def main(argv=None) -> int:
         how, status = interrupted(e, [out] if args.out else [])
         print(interrupted_line(out, where).replace("interrupted", how, 1), file=sys.stderr, flush=True)
         return status
+    except OSError as e:  # a write the disk had no room for: the disk and the folder of this comparison, and the resume
+        if not disk_full(e) or not args.out:
+            raise
+        out = Path(args.out)
+        raise UserError(f"{disk_full_line(e.filename or out, 'a file')}; {kept_line(out, where)}") from None
 
 
 def _main(args, where: dict) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import shlex
 from pathlib import Path
 
 from gcframe.errors import UserError
@@ -221,7 +222,7 @@ def resumed_config(args) -> dict:
         gone = [p for p in saved if not Path(p).is_file()]
         if gone:
             raise UserError(f"--resume {args.resume}: its method file {gone[0]} is gone: give its new place with "
-                            f"--resume {args.resume} --methods-from NEW_PATH.py")
+                            f"--resume {shlex.quote(str(args.resume))} --methods-from NEW_PATH.py")
         from gcframe import plugins
 
         args.methods_from = saved

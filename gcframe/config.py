@@ -404,14 +404,19 @@ def check_finite(raw, where: str = "") -> None:
         raise UserError(f"{where} is {raw}: every number in a config must be finite; give a finite value")
 
 
+COMPARE_SECTIONS = ("run", "tune")
+"""Sections a compare.py config may hold beside the run's (experiments/compare_config.py reads them)."""
+
+
 def from_dict(raw: dict) -> RunConfig:
     if not isinstance(raw, dict):
         raise UserError(f"a config must be a YAML mapping of sections, got {type(raw).__name__}")
     check_finite(raw)
-    known = {f.name for f in fields(RunConfig)}
-    unknown = sorted(set(raw) - known)
+    known = [f.name for f in fields(RunConfig)]
+    unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise UserError(f"unknown config section(s) {', '.join(unknown)}: known sections are {', '.join(known)}")
+        raise UserError(f"unknown config section(s) {', '.join(unknown)}: known sections are {', '.join(known)}, "
+                        f"and compare.py's own {' and '.join(COMPARE_SECTIONS)}")
     seed = raw.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise UserError(f"seed must be a non-negative integer, got {seed!r}")

@@ -51,6 +51,10 @@ def check_context(cfg: RunConfig, task, tok, context: int | None, longest: int |
         return
     longest = longest_prompt(task, tok) if longest is None else longest
     if longest + cfg.train.max_new_tokens > context:
+        if not cfg.model.path:  # the tiny model is built with the context its config names
+            raise UserError(f"a prompt of {longest} tokens plus train.max_new_tokens={cfg.train.max_new_tokens} "
+                            f"exceeds the tiny model's context of {context} tokens (model.max_positions): raise "
+                            f"model.max_positions to at least {longest + cfg.train.max_new_tokens}")
         raise UserError(f"a prompt of {longest} tokens plus train.max_new_tokens={cfg.train.max_new_tokens} exceeds "
                         f"the model's context of {context} tokens: shorten the prompts (task.system_prompt, "
                         "task size) or lower train.max_new_tokens")

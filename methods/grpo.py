@@ -91,7 +91,10 @@ class GRPO(Method):
         def validate(self) -> None:
             super().validate()
             if not self.clip_eps > 0 or (self.clip_eps_high is not None and not self.clip_eps_high > 0):
-                raise UserError(f"clip_eps and clip_eps_high must be > 0, got {self.clip_eps}, {self.clip_eps_high}")
+                which = (f"clip_eps {self.clip_eps}" if not self.clip_eps > 0 else
+                         f"clip_eps_high {self.clip_eps_high}")
+                raise UserError(f"clip_eps and clip_eps_high must be > 0, got {which}: the ratio's clip band "
+                                "[1 − ε, 1 + ε] needs ε > 0 (e.g. 0.2; clip_eps_high null: clip_eps on both sides)")
             check_dual_clip(self.dual_clip)
 
     uses_reference = True

@@ -157,6 +157,20 @@ CASES = {
     "num_heads not dividing hidden_size": ({"model": {"num_heads": 3}}, [], None,
                                            ["model.hidden_size 32 is not divisible by model.num_heads 3",
                                             "pick num_heads that divides it"]),
+    # issue 62: messages that mislead
+    "disk full at step 3": ({}, ["--out", "{tmp}/with space/out"], "import errno\nraise OSError(errno.ENOSPC, 'No space "
+                            "left on device')", ["is full (", "while a file was written to '", "with space/out': free "
+                            "space on it", "grpo seed 0's checkpoint of step 2", "--resume '", "with space/out'"]),
+    "unknown section": ({"trian": {"steps": 4}}, [], None, ["unknown config section(s) trian: known sections are seed, "
+                                                           "task, model, sft_base, train, reward_model, methods, and "
+                                                           "compare.py's own run and tune"]),
+    "--tune -1e-3,1e-4": ({}, ["--tune", "-1e-3,1e-4"], None, ["tune.lr must hold rates > 0, got -0.001"]),
+    "lr 1.0e+300": ({"train": {"lr": 1.0e+300}}, [], None, ["method 'grpo' produced non-finite",
+                                                            "a --resume reads its settings from ",
+                                                            "out/config.yaml: change them there"]),
+    "digits past the tiny model's context": ({"task": {"digits": 40}}, [], None,
+                                             ["exceeds the tiny model's context of 32 tokens (model.max_positions)",
+                                              "raise model.max_positions to at least"]),
     # issue 62: no runaway inputs: refused before anything is allocated, with the estimate
     "runaway prompts_per_step": ({"train": {"prompts_per_step": 1000000000}}, [], None,
                                  ["4,000,000,000 sequences", "needs about", "GiB", "this machine holds",
@@ -207,7 +221,7 @@ from methods.sft import SFT
 class Bad({base}):
     {body}
 """
-AFTER_CHECKPOINT = {"reward raises", "reward None", "reward NaN", "loss NaN", "logits inf"}
+AFTER_CHECKPOINT = {"reward raises", "reward None", "reward NaN", "loss NaN", "logits inf", "disk full at step 3"}
 
 
 class CallsOnLoad:
@@ -320,6 +334,8 @@ def test_bad_input_is_one_line_and_exit_2(results, name):
     r = done[name]
     assert_one_line_refusal(r, CASES[name][3])
     out = tmp / name.replace(" ", "_") / "out"
+    if name == "disk full at step 3":
+        out = tmp / "with space" / "out"
     if name in AFTER_CHECKPOINT:  # stopped at step 3: the checkpoint of step 2 and the rows up to it are kept
         run = out / "grpo" / "seed0"
         ckpt = checkpoint.latest(run)
@@ -331,6 +347,8 @@ def test_bad_input_is_one_line_and_exit_2(results, name):
         assert (tmp / "existing" / "keep.txt").read_text() == "results of an earlier run"
     elif name.startswith("--out"):
         assert (tmp / "afile").read_text() == "a file the user keeps"  # not replaced, not deleted
+    elif name == "lr 1.0e+300":  # stopped at step 1 with no checkpoint: the run starts over on --resume
+        assert (out / "config.yaml").is_file() and checkpoint.latest(out / "grpo" / "seed0") is None
     elif name.startswith("method GC"):  # found at the run's first update: its folder and OUT are gone again
         assert not out.exists()
     elif name != "lora without peft":
@@ -355,7 +373,8 @@ def test_reward_function_failing_on_a_sample_leaves_a_resumable_folder(results):
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert lines[0].startswith(f"error: reward function {case}/rewards.py:late raised ValueError: cannot score")
     assert f"; kept in {out}: the finished runs" in lines[0]
-    assert lines[0].endswith(f"; once fixed, continue with: python experiments/compare.py --resume {out}")
+    assert f"; once fixed (a --resume reads its settings from {out / 'config.yaml'}: change them there" in lines[0]
+    assert lines[0].endswith(f", continue with: python experiments/compare.py --resume {out}")
     assert not list(out.rglob("*.claim"))  # nothing that a later --resume would wait on
     (case / "rewards.py").write_text(REWARDS.replace("len(calls) >= 30", "False"))  # the fix
     r = run_cli("--resume", out, "--no-progress", timeout=300)

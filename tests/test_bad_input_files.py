@@ -165,16 +165,23 @@ def test_a_negative_seed_is_refused_before_training(tmp_path):
 
 
 # -- checkpoints ---------------------------------------------------------------------------------------------------
-def test_a_damaged_checkpoint_is_named_and_nothing_is_written(done, tmp_path):
+@pytest.mark.parametrize("damage, why", [("state.pt cut short", "state.pt: not a complete checkpoint file"),
+                                         ("rng-rank0.pt deleted", "rng-rank0.pt is missing")])
+def test_a_damaged_checkpoint_is_named_and_nothing_is_written(done, tmp_path, damage, why):
+    """Refused before anything is written (a deleted rng-rank0.pt was called damaged and, in the same line, a kept
+    checkpoint, and env.resume.json was written first)."""
     out = copy(done, tmp_path / "out", unfinished=True)
     ckpt = out / "grpo" / "seed0" / "checkpoints" / "step-000002"
-    state = (ckpt / "state.pt").read_bytes()
-    (ckpt / "state.pt").write_bytes(state[: len(state) // 2])  # cut short, as a full disk leaves it
+    if damage == "state.pt cut short":  # as a full disk leaves it
+        state = (ckpt / "state.pt").read_bytes()
+        (ckpt / "state.pt").write_bytes(state[: len(state) // 2])
+    else:
+        (ckpt / "rng-rank0.pt").unlink()
     before = snapshot(out)
     r = run(tmp_path, COMPARE, "--resume", out, "--no-progress")
-    one_line(r, f"checkpoint {ckpt} is damaged (state.pt: not a complete checkpoint file",
-             f"delete {ckpt} and resume again to train grpo seed 0 over from step 0")
-    assert snapshot(out) == before
+    one_line(r, f"checkpoint {ckpt} is damaged ({why}", f"delete {ckpt} and resume again to train grpo seed 0 over "
+             "from step 0")
+    assert "kept" not in r.stderr and snapshot(out) == before
 
 
 def test_a_damaged_newer_checkpoint_falls_back_to_the_older_one(done, tmp_path):

@@ -137,7 +137,8 @@ def test_a_refusal_names_its_section_once():
 
     with pytest.raises(UserError) as e:
         REGISTRY["gspo"].Config.from_dict({"clip_eps": -1.0}, "gspo@narrow")
-    assert str(e.value).startswith("methods.gspo@narrow: clip_eps and clip_eps_high must be > 0, got -1.0")
+    assert str(e.value).startswith("methods.gspo@narrow: clip_eps and clip_eps_high must be > 0, got clip_eps -1.0: ")
+    assert "None" not in str(e.value)  # issue 62: it read "got 0.0, None"
     with pytest.raises(UserError) as e:
         REGISTRY["sapo"].Config.from_dict({"tau_pos": -1.0}, "sapo@cold")
     assert str(e.value).startswith("methods.sapo.tau_pos must be > 0")

@@ -272,6 +272,7 @@ def test_a_damaged_line_in_the_middle_of_a_log_is_refused_never_cut(tmp_path):
     ckpt = tmp_path / "checkpoints" / "step-000004"
     ckpt.mkdir(parents=True)
     torch.save({}, ckpt / "state.pt")  # a readable checkpoint of step 4
+    torch.save({}, ckpt / "rng-rank0.pt")
     for check in (lambda: checkpoint.check_resumable(tmp_path), lambda: checkpoint.truncate_logs(tmp_path, 4),
                   lambda: read_jsonl(metrics)):
         with pytest.raises(UserError, match=rf"'{metrics}' line 3 is not a JSON row \('garbage{{'\) and more rows "

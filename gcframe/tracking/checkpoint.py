@@ -86,10 +86,12 @@ def _reason(e: Exception) -> str:
 
 
 def check(ckpt: Path) -> None:
-    """Raise Damaged unless state.pt is there and every .pt file of `ckpt` is a zip archive whose members match
-    their CRC-32 checksums (`zipfile.ZipFile.testzip`; torch.save writes a zip archive)."""
+    """Raise Damaged unless state.pt and rng-rank0.pt are there and every .pt file of `ckpt` is a zip archive whose
+    members match their CRC-32 checksums (`zipfile.ZipFile.testzip`; torch.save writes a zip archive)."""
     if not (ckpt / "state.pt").is_file():
         raise Damaged("state.pt is missing")
+    if not (ckpt / "rng-rank0.pt").is_file():  # every process writes its own; the first is always there
+        raise Damaged("rng-rank0.pt is missing")
     for f in sorted(ckpt.glob("*.pt")):
         try:
             with zipfile.ZipFile(f) as z:
