@@ -38,8 +38,10 @@ the residual σ²_E/(S·P) about 2.3 times at S = 3 (through the seed means, the
 2/3 times (the plug-in variance of a mean of S values). Why not drop the seed term when its mean square is small
 (the moment estimate floored at MS_E/(S·P) whenever MS_S + MS_P < 2·MS_E, with (S − 1)(P − 1) df): that rule
 under-covers as the seeds' share of Var(D) grows, on exactly the experiments where it fires
-(`experiments/paired_coverage.py` measures it beside this interval). The t-interval over the S seed means covers too, but separates
-true differences less often when seeds vary little; `describe` names 2-seed comparisons.
+(`experiments/paired_coverage.py` measures it beside this interval). The t-interval over the S seed means leaves out the
+problems' σ²_P/P (the seed means share the problems), so it covers the difference on these problems, not on new ones:
+it under-covers where the problems carry Var(D) and, where the seeds happened to agree, covers less than this interval
+(the coverage table); `describe` names 2-seed comparisons.
 
 P(A > B): the probability of improvement of Agarwal et al. 2021 ("Deep RL at the edge of the statistical precipice",
 rliable): P(X_A > X_B) over the paired seeds' scores (the mean over problems per seed), ties ½, U/(n_A·n_B) of the
