@@ -1644,7 +1644,8 @@ def test_the_slip_sweep_section():
     top = pd.read_csv(RESULTS / "slip_sweep" / "slip0.9_problems.csv.gz")
     base = top[top["method"] == "SFT base"].groupby("seed")["greedy"].mean()
     assert [round(base[s], 3) for s in (1, 2, 0)] == [0.038, 0.030, 0.276]
-    _says(page, "From them online RFT and GRPO end below `sft_filtered`, separated (−0.137 and −0.089); PPO −0.076 is "
+    _says(page, "From them online RFT and GRPO end below `sft_filtered`, separated per comparison (−0.137 and −0.089); "
+          "PPO −0.076 is "
           "not separated.", "whose pass@8 is 0.239 on average, against 0.594 at slip 0.8")
     high = gains[gains["slip"] == 0.9].set_index("method")
     assert [(round(high.loc[m, "gain"], 3), high.loc[m, "separated"]) for m in ("online_rft", "grpo", "ppo")] == \
