@@ -613,6 +613,17 @@ def _gc_off_table(runs: Runs) -> str:
     return markdown_table(gc_off_rows(runs))
 
 
+def smoke_of(out: Path) -> str | None:
+    """What a compare.py --quick folder says it is (OUT/config.yaml's `smoke`), or None."""
+    import yaml
+
+    cfg = out / "config.yaml"
+    try:
+        return (yaml.safe_load(cfg.read_text()) or {}).get("smoke") if cfg.is_file() else None
+    except yaml.YAMLError:
+        return None
+
+
 def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
     """Write OUT/report/summary.md and the PNGs; returns the path of summary.md. gc_shared_scale: one colour scale
     for every method's GC panel (False: each its own)."""
@@ -631,7 +642,9 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
     # runs not finished, and re-scorings the paired test leaves out because not every run has them
     about = runs.run_notes + [f"Left out: {line}" for line in partial_rescorings(runs.out, runs.methods)]
     span, threads_detail = threads_text(runs.out)
+    smoke = smoke_of(runs.out)
     md = [f"# Head to head: {runs.out.name}\n",
+          *([f"**This is {smoke}.**\n"] if smoke else []),
           f"Environment: {envinfo.describe({**env, 'threads': span} if env and span else env)}"
           + (f". {threads_detail}" if threads_detail else "") + "\n",
           f"Runs: {runs.n_runs} ({', '.join(runs.methods)}). Held-out metrics at the end of training: "

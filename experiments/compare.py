@@ -46,6 +46,7 @@ from gcframe.tracking import threads  # noqa: E402
 
 from experiments.compare_config import (  # noqa: E402  (the configuration's layers; tests and sweeps import them here)
     DEFAULT_CONFIG, QUICK, QUICK_STAGE1_TOKENS, build_config, method_names, quick_line, quick_stage1, run_config,
+    smoke_line,
 )
 
 __all__ = ["DEFAULT_CONFIG", "QUICK", "QUICK_STAGE1_TOKENS", "build_config", "main", "method_names", "parse_args",
@@ -536,6 +537,8 @@ def _main(args, where: dict) -> int:
         extra = {"methods_from": args.methods_from} if args.methods_from else {}
         if args.tune_spec:  # a --resume continues the tuning from OUT/tune/
             extra["tune"] = args.tune_spec
+        if args.quick:  # what the folder is, for its summary, its report and a --resume (`smoke_line`)
+            extra["smoke"] = smoke_line(cfg)
         if getattr(args, "families", None):  # the comparisons the findings adjust together (analysis.families)
             extra["families"] = args.families
         from gcframe.evaluate.problems import split_names
@@ -606,6 +609,9 @@ def _compare(args, where, cfg, names, seeds, task, acc, out, tracker_names, show
         df = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
         df.to_csv(out / "summary.csv", index=False)
         print("\n" + console_table(df, cfg.train.eval_split))
+        smoke = smoke_line(cfg) if args.quick else getattr(args, "smoke", None)
+        if smoke:
+            print(f"\nThis is {smoke}.")
         print(f"\nresults: {out}/summary.csv; runs: {out}/<method>/seed<k>/metrics.jsonl")
     if cfg.train.eval_split == "validation":  # the runs' curves were on validation: findings are scored on test
         where["phase"] = "while the final models were scored on the test problems (the runs are finished)"

@@ -179,6 +179,15 @@ def quick_line(replaced: dict, cfg, names: list[str]) -> str | None:
             "values") if changed else None
 
 
+def smoke_line(cfg) -> str:
+    """What a --quick run is, for its summary and its report (OUT/config.yaml keeps it as `smoke`): its numbers show
+    that every part runs end to end, never how the methods compare."""
+    stage1 = "" if cfg.model.path else f"a {cfg.sft_base.steps}-step SFT base, "
+    return (f"a smoke run (--quick: {stage1}{cfg.train.steps} steps per method, {cfg.train.eval_size} held-out problems): "
+            "it shows that every part runs end to end; its accuracies do not compare the methods (a base this short "
+            "may score 0.000, and so may every method from it); run without --quick for numbers")
+
+
 def without_label_train(raw: dict, keys: set) -> dict:
     """raw with `keys` dropped from every method's and variant's own `train:` mapping, so that the section's value
     (set by --quick or a flag) holds for every run."""
@@ -206,6 +215,7 @@ def resumed_config(args) -> dict:
         raise UserError(f"--resume {args.resume}: no config.yaml there, so it is not a compare.py output folder")
     raw = load_yaml(Path(args.resume) / "config.yaml")
     args.methods = ",".join(raw.pop("methods_run", []))
+    args.smoke = raw.pop("smoke", None)  # a --quick folder stays one: its summary says so again
     saved = raw.pop("methods_from", None) or None  # the user's method files, imported again
     args.seeds = ",".join(str(s) for s in raw.pop("seeds", []))
     args.out = args.resume

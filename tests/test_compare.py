@@ -249,3 +249,19 @@ def test_saved_tokenizer_adds_bos_where_training_does_and_encodes_as_before():
     assert tok("12+34=")["input_ids"][0] != tok.bos_token_id  # the training tokenizer itself is not changed
     chat = configure_tokenizer(build_chat_tokenizer())
     assert with_prompt_bos(chat) is chat
+
+
+def test_a_smoke_run_says_what_it_is_in_its_summary_report_and_resume(quick_sft):
+    """issue 62: --quick reported 0.000 for every method, base included, and nothing said a smoke run's numbers mean
+    nothing. Its summary, OUT/config.yaml (`smoke`), its report and a --resume of its folder say so."""
+    import yaml
+
+    out, res = quick_sft
+    said = ("a smoke run (--quick: a 300-step SFT base, 8 steps per method, 100 held-out problems): it shows that every "
+            "part runs end to end; its accuracies do not compare the methods")
+    assert f"This is {said}" in res.stdout
+    assert yaml.safe_load((out / "config.yaml").read_text())["smoke"].startswith(said)
+    assert f"**This is {said}" in (out / "report" / "summary.md").read_text()
+    cache = next(out.parents[1].glob("empty-cache*"))  # the fixture's: its base is there
+    again = run("--resume", str(out), "--no-progress", GCFRAME_CACHE=str(cache))
+    assert again.returncode == 0 and f"This is {said}" in again.stdout, again.stderr[-2000:]
