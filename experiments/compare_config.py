@@ -183,9 +183,9 @@ def smoke_line(cfg) -> str:
     """What a --quick run is, for its summary and its report (OUT/config.yaml keeps it as `smoke`): its numbers show
     that every part runs end to end, never how the methods compare."""
     stage1 = "" if cfg.model.path else f"a {cfg.sft_base.steps}-step SFT base, "
-    return (f"a smoke run (--quick: {stage1}{cfg.train.steps} steps per method, {cfg.train.eval_size} held-out problems): "
-            "it shows that every part runs end to end; its accuracies do not compare the methods (a base this short "
-            "may score 0.000, and so may every method from it); run without --quick for numbers")
+    return (f"a smoke run (--quick: {stage1}{cfg.train.steps} steps per method, {cfg.train.eval_size} held-out "
+            "problems): it shows that every part runs end to end; its accuracies do not compare the methods (a base "
+            "this short may score 0.000, and so may every method from it); run without --quick for numbers")
 
 
 def without_label_train(raw: dict, keys: set) -> dict:

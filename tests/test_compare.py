@@ -257,8 +257,8 @@ def test_a_smoke_run_says_what_it_is_in_its_summary_report_and_resume(quick_sft)
     import yaml
 
     out, res = quick_sft
-    said = ("a smoke run (--quick: a 300-step SFT base, 8 steps per method, 100 held-out problems): it shows that every "
-            "part runs end to end; its accuracies do not compare the methods")
+    said = ("a smoke run (--quick: a 300-step SFT base, 8 steps per method, 100 held-out problems): it shows that "
+            "every part runs end to end; its accuracies do not compare the methods")
     assert f"This is {said}" in res.stdout
     assert yaml.safe_load((out / "config.yaml").read_text())["smoke"].startswith(said)
     assert f"**This is {said}" in (out / "report" / "summary.md").read_text()

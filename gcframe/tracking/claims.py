@@ -103,6 +103,9 @@ def clean_up(roots) -> list[Path]:
         for depth in range(4):
             for p in root.glob("/".join(["*"] * depth + [f"*{suffix}"])):
                 if p.name.endswith(suffix):
-                    shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+                    if p.is_dir() and not p.is_symlink():
+                        shutil.rmtree(p, ignore_errors=True)
+                    else:
+                        p.unlink(missing_ok=True)
                     gone.append(p)
     return gone
