@@ -93,6 +93,8 @@ NOT_RESULTS: dict[str, str] = {
     "in about 40 lines": "the length of the adding-a-method guide's complete example",
     "the 99 other tokens": "the estimator lab's 100-token vocabulary less the right token",
     "at most 11 tokens": "the default task's longest demonstration",
+    "exit status 130": "Ctrl-C's exit status, 128 + SIGINT (gcframe/errors.py)",
+    "exit status 143": "SIGTERM's exit status, 128 + SIGTERM (gcframe/errors.py)",
 }
 """A phrase -> what it is: the numbers inside the phrase are not results, wherever the phrase stands."""
 
