@@ -90,6 +90,13 @@ def parse_args(argv=None):
                    "each (default: 2 for the tiny model on an idle CPU with 2 or more cores, else 1); the first writes "
                    "the summary and the report, the others log to OUT/worker<k>.log")
     p.add_argument("--cells-only", action="store_true", help=argparse.SUPPRESS)  # a worker: runs only, no summary
+    p.add_argument("--backend", choices=("local", "ray"), default="local", help="local (default): processes on this "
+                   "machine (--workers); ray: every unit of the grid (an SFT base, a tuning trial, a run) is a Ray task, "
+                   "on a local Ray with --workers CPUs or on --address (pip install \".[ray]\"; "
+                   "docs/guides/grid-on-ray.md)")
+    p.add_argument("--address", metavar="ADDR", help="with --backend ray: join this Ray cluster (auto, or "
+                   "ray://host:port; default: start a local Ray on this machine)")
+    p.add_argument("--unit", help=argparse.SUPPRESS)  # a Ray task: this one unit of the grid only (gcframe.raygrid)
     threads.add_flag(p)
     return p.parse_args(joined_negative_numbers(sys.argv[1:] if argv is None else argv))
 
@@ -118,7 +125,11 @@ def plan_workers(args, cfg, cells: int) -> int:
     if args.workers is not None:
         if args.workers < 1:
             raise UserError(f"--workers {args.workers}: give at least 1")
+        if getattr(args, "backend", "local") == "ray":
+            return 1  # the Ray tasks train the runs (--workers: the local Ray's CPUs)
         return min(args.workers, max(cells, 1))
+    if getattr(args, "backend", "local") == "ray" or getattr(args, "unit", None):
+        return 1
     if (args.cells_only or cfg.model.path or args.threads is not None or os.environ.get("OMP_NUM_THREADS")
             or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1 or cells < 2
             or _started_threads(args) not in (None, 1)):
@@ -481,6 +492,15 @@ def _main(args, where: dict) -> int:
         width = max(map(len, REGISTRY))
         print("\n".join(f"{name:<{width}}  {describe(cls)}" for name, cls in REGISTRY.items()))
         return 0
+    if args.backend == "ray" and not args.unit:
+        from gcframe import raygrid
+
+        raygrid.import_ray()  # installed? (before anything is written)
+        if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+            raise UserError("--backend ray runs each unit in a process of its own: launch compare.py once, without "
+                            "accelerate launch / torchrun")
+    elif args.address:
+        raise UserError("--address joins a Ray cluster: give it with --backend ray")
     cfg, seeds = build_config(args)
     names = method_names(args, cfg)
     if args.tune_spec and not cfg.task.n_validation:  # before a base is trained or anything written
@@ -522,6 +542,8 @@ def _main(args, where: dict) -> int:
     tracker_names = trackers.names(cfg.train.report_to)
     workers = plan_workers(args, cfg, len(names) * len(seeds))
     by_workers = workers > 1 and args.threads is None
+    if args.backend == "ray" and args.threads is None:
+        args.threads = 1  # each task one thread (--threads N: N CPUs per task), as --workers records
     if workers > 1:
         args.threads = 1  # one thread per process: every process of the comparison records the same environment
     # torch's threads for this machine's load, the run's first line once its input is known good (a resume keeps
@@ -554,10 +576,17 @@ def _main(args, where: dict) -> int:
     if helpers:
         acc.print(f"{workers} processes train the runs side by side, one thread each (--workers; the others log to "
                   f"{out}/worker<k>.log)")
+    args.pool = None
+    if args.backend == "ray" and not args.unit:
+        from gcframe import raygrid
+
+        args.pool = raygrid.Pool(out, args.threads, args.address, args.workers, acc.print)
     try:
         return _compare(args, where, cfg, names, seeds, task, acc, out, tracker_names, show, helpers)
     finally:
         stop_workers(helpers)
+        if args.pool is not None:
+            args.pool.close()
 
 
 def _compare(args, where, cfg, names, seeds, task, acc, out, tracker_names, show, helpers) -> int:
@@ -567,7 +596,15 @@ def _compare(args, where, cfg, names, seeds, task, acc, out, tracker_names, show
 
     where["phase"] = "while the SFT base was trained (it is trained again on --resume)"
     bases = seed_bases(cfg, task, acc, show)
-    build_bases(cfg, seeds if cfg.sft_base.per_seed else seeds[:1], bases)  # before any run: minutes each
+    if args.unit and args.unit.startswith("base:"):  # a Ray task: this seed's base only
+        bases(int(args.unit.split(":")[1]))
+        return 0
+    base_seeds = seeds if cfg.sft_base.per_seed else seeds[:1]
+    if args.pool is not None:  # each base a Ray task (the tuning seeds' too), read back below
+        tune_seeds = args.tune_spec["seeds"] if args.tune_spec and cfg.sft_base.per_seed else []
+        args.pool.run([("base", s) for s in dict.fromkeys([*base_seeds, *tune_seeds])], "SFT base")
+    if not args.unit:
+        build_bases(cfg, base_seeds, bases)  # before any run: minutes each
     base_dir, base_info = bases(seeds[0])  # the reward model's and the GC view's
     if base_info.get("pretrained"):
         acc.print(f"base model: {cfg.model.path} (pretrained, no stage 1; prompts: {task.fmt.name}; its held-out "
@@ -586,12 +623,20 @@ def _compare(args, where, cfg, names, seeds, task, acc, out, tracker_names, show
 
     ctx = dict(bases=bases, task=task, acc=acc, rm=rm, args=args, where=where, tracker_names=tracker_names,
                show=show)
+    if args.unit:  # a Ray task: one tuning trial at one seed, or one run (the driver wrote the tuned rates)
+        return _unit(args.unit, cfg, names, out, ctx)
     if args.tune_spec:  # each method's rate chosen on validation first (OUT/tune/), then every run at its chosen rate
         from experiments import tune
 
         cfg = tune.tune(cfg, names, out, run_cells, **ctx)
         if acc.is_main_process:
             write_yaml(out / "config.yaml", {**load_yaml(out / "config.yaml"), "methods": cfg.methods})
+    if args.pool is not None:  # each run a Ray task; the rows are read back from OUT below
+        from gcframe.tracking import checkpoint
+
+        args.pool.run([("run", label, seed) for seed in seeds for label in names
+                       if checkpoint.finished(out / label / f"seed{seed}", run_config(cfg, label, seed)[1].train.steps)
+                       is None], "run")
     rows = run_cells(out, cfg, names, seeds, **ctx, wait_line=not helpers and not args.cells_only)
     if args.cells_only:  # a worker: the first process writes the summary and the report
         return 0
@@ -634,6 +679,23 @@ def _compare(args, where, cfg, names, seeds, task, acc, out, tracker_names, show
 
         print(f"report: {write_report(out)}")
     return 0
+
+
+def _unit(unit: str, cfg, names: list[str], out: Path, ctx: dict) -> int:
+    """One unit of the grid in this process (`--unit`, a Ray task of gcframe.raygrid): `trial:<label>:<lr>:<seed>`
+    or `run:<label>:<seed>`."""
+    kind, *rest = unit.split(":")
+    if kind == "trial" and len(rest) == 3:
+        from experiments import tune
+
+        tune.run_unit(cfg, out, rest[0], float(rest[1]), int(rest[2]), run_cells, ctx)
+        return 0
+    if kind == "run" and len(rest) == 2 and rest[0] in names:
+        if run_cells(out, cfg, [rest[0]], [int(rest[1])], wait_line=False, **ctx) is None:
+            raise UserError(f"{rest[0]} seed {rest[1]} is held by another process ({out}/{rest[0]}/seed{rest[1]}.claim):"
+                            " one driver per folder")
+        return 0
+    raise UserError(f"--unit {unit}: not a unit of this comparison")
 
 
 if __name__ == "__main__":

@@ -189,6 +189,10 @@ def _trials(cfg, trials: list, tdir: Path, spec: dict, run_cells, ctx) -> tuple:
     for label, lr in trials:
         cfg = trial_config(cfg, label, lr, spec)
     cells = [(label, lr, seed) for label, lr in trials for seed in spec["seeds"]]
+    pool = getattr(ctx["args"], "pool", None)  # compare.py --backend ray: each trial at each seed a Ray task
+    if pool is not None:
+        pool.note_trials(trials)  # each task rebuilds this cfg: every trial so far, in this order (run_unit)
+        pool.run([("trial", *cell) for cell in cells if _result(tdir, cfg, *cell, spec=spec) is None], "tuning trial")
     for cell in cells:
         if _result(tdir, cfg, *cell, spec=spec) is None:
             _run_trial(tdir, cfg, *cell, run_cells, ctx)
@@ -318,6 +322,20 @@ def _run_trial(tdir: Path, tcfg, label: str, lr: float, seed: int, run_cells, ct
         run.mkdir(parents=True, exist_ok=True)
         (run / "DIVERGED").write_text(str(e) + "\n")
         ctx["acc"].print(f"{tl} seed {seed}: diverged (recorded; it scores as its method's worst trial)")
+
+
+def run_unit(cfg, out: Path, label: str, lr: float, seed: int, run_cells, ctx) -> None:
+    """One trial at one seed in this process: a Ray task of compare.py --backend ray (`--unit trial:...`)."""
+    spec = ctx["args"].tune_spec
+    if not spec:
+        raise UserError(f"--unit trial:{label}:{lr:g}:{seed}: {out} was not started with --tune")
+    import json
+
+    noted = out / "ray-logs" / "trials.json"  # the driver's trials so far, in its order: the same cfg, config.yaml
+    tcfg = cfg
+    for lab, rate in (json.loads(noted.read_text()) if noted.is_file() else [(label, lr)]):
+        tcfg = trial_config(tcfg, lab, float(rate), spec)
+    _run_trial(out / TUNE_DIR, tcfg, label, lr, seed, run_cells, ctx)
 
 
 def _result(tdir: Path, tcfg, label: str, lr: float, seed: int, spec: dict | None = None) -> tuple[float, str] | None:

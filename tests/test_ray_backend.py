@@ -1,0 +1,106 @@
+"""compare.py --backend ray (gcframe/raygrid.py): the grid's units as Ray tasks give the local path's results folder;
+without Ray, one line naming the install command; a node that cannot see the run folder fails in one line."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_resume import COMPARE, ROOT, cli_env, run_cli
+
+# metrics.jsonl's, summary.csv's and tune.csv's clock and memory columns, never byte-stable; and eval_shared, whether
+# a run's step-0 evaluation was another run's from the same base (the same numbers): which run evaluates first
+# depends on the order runs start in, with --workers 2 as with Ray
+UNSTABLE = ("time", "peak_rss", "critic_s", "eval_shared")
+NOT_RESULTS = {"env.json", "env.resume.json"}  # the machine, the time and the command that made the folder
+
+
+def _stable_jsonl(text: str) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if not k.startswith(UNSTABLE)} for line in text.splitlines()]
+
+
+def _stable_csv(text: str) -> list[dict]:
+    return [{k: v for k, v in row.items() if not k.startswith(UNSTABLE)} for row in csv.DictReader(io.StringIO(text))]
+
+
+def results_differences(a: Path, b: Path) -> list[str]:
+    """The files of two comparison folders that differ: every file byte for byte, except metrics.jsonl and
+    summary.csv and tune.csv (compared without their UNSTABLE columns), the env*.json records, the Ray tasks' logs
+    and the report, whose tables and figures show the clock (its numbers come from the files compared here)."""
+    def files(root: Path) -> set[str]:
+        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
+                and p.name not in NOT_RESULTS and p.relative_to(root).parts[0] not in ("ray-logs", "report")}
+
+    fa, fb = files(a), files(b)
+    diffs = [f"only in {a.name}: {f}" for f in sorted(fa - fb)] + [f"only in {b.name}: {f}" for f in sorted(fb - fa)]
+    for f in sorted(fa & fb):
+        ta, tb = (a / f).read_bytes(), (b / f).read_bytes()
+        if f.endswith("metrics.jsonl"):
+            same = _stable_jsonl(ta.decode()) == _stable_jsonl(tb.decode())
+        elif f in ("summary.csv", "tune/tune.csv"):
+            same = _stable_csv(ta.decode()) == _stable_csv(tb.decode())
+        else:
+            same = ta == tb
+        if not same:
+            diffs.append(f)
+    return diffs
+
+
+def test_without_ray_one_line_names_the_install_command(tmp_path):
+    """--backend ray where Ray cannot be imported: one line with the install command, exit 2, nothing written."""
+    code = ("import sys, runpy; sys.modules['ray'] = None; sys.argv = sys.argv[1:]; "
+            "runpy.run_path(sys.argv[0], run_name='__main__')")
+    out = tmp_path / "r"
+    r = subprocess.run([sys.executable, "-c", code, str(COMPARE), "--quick", "--methods", "sft", "--backend", "ray",
+                        "--out", str(out)], capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=600)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines() == ['error: --backend ray needs Ray, which is not installed: '
+                                             'pip install ".[ray]"']
+    assert not out.exists()
+
+
+def test_address_without_the_ray_backend_is_refused(tmp_path):
+    r = run_cli("--quick", "--methods", "sft", "--address", "auto", "--out", tmp_path / "r")
+    assert r.returncode == 2 and "--address joins a Ray cluster: give it with --backend ray" in r.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_node_that_cannot_see_the_run_folder_fails_in_one_line(tmp_path):
+    """A unit's task on a node without the shared disk: one line naming the folder and the fix, not retried."""
+    from gcframe import raygrid
+
+    with pytest.raises(raygrid.UnitFailed) as e:
+        raygrid.run_unit(str(tmp_path / "elsewhere"), str(COMPARE), ("run", "sft", 0), 1)
+    line = str(e.value)
+    assert "\n" not in line and f"cannot see the run folder {tmp_path / 'elsewhere'}" in line
+    assert "a filesystem every Ray node mounts at the same path" in line
+
+
+@pytest.mark.slow
+def test_the_ray_backend_gives_the_local_paths_results(tmp_path):
+    """The same tiny comparison with --tune (an SFT base, 2 methods x 2 rates x 2 tuning seeds of trials and the
+    edge rates, 2 runs) on the local path and as Ray tasks on an embedded local Ray: the same files, every
+    per-problem outcome, config, metric and table byte for byte (less the UNSTABLE columns). Slow: about 14 minutes
+    at load 9 on 2 cores, the two comparisons one after the other; each Ray task is a process that imports torch
+    and prepares the task before it trains, and Ray takes 15-20 s to start."""
+    pytest.importorskip("ray", reason='the ray extra: pip install ".[ray]"')
+    common = ["--quick", "--methods", "sft,grpo", "--steps", "3", "--tune", "1e-4,1e-3", "--no-progress"]
+    t0 = time.monotonic()
+    local = run_cli(*common, "--workers", "1", "--out", tmp_path / "local")
+    t_local = time.monotonic() - t0
+    assert local.returncode == 0, local.stderr[-3000:]
+    t0 = time.monotonic()
+    ray = run_cli(*common, "--backend", "ray", "--workers", "2", "--out", tmp_path / "ray")
+    t_ray = time.monotonic() - t0
+    assert ray.returncode == 0, ray.stderr[-3000:] + ray.stdout[-3000:]
+    print(f"local {t_local:.0f} s, ray {t_ray:.0f} s")
+    assert "ray: a local Ray in" in ray.stdout and "ray: 8 tuning trial task(s) submitted" in ray.stdout
+    assert "ray: tuning trial: 8/8 done, 0 running or queued, 0 failed" in ray.stdout  # 2 methods x 2 rates x 2 seeds
+    assert "ray: run: 2/2 done, 0 running or queued, 0 failed" in ray.stdout
+    assert results_differences(tmp_path / "local", tmp_path / "ray") == []
