@@ -440,7 +440,11 @@ def ordering_rows(fits: pd.DataFrame, table: pd.DataFrame, methods: list[str]) -
                      "lo": math.exp(d["ci_low"]), "hi": math.exp(d["ci_high"]), "n_seeds": d["n_seeds"],
                      "decision": _decide(d, less_is_better=True)
                      + (f" (level not reached by {', '.join(missing)})" if missing else "")})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=ORDERING_COLUMNS)  # no claim decided (none of its pairs ran): the header alone
+
+
+ORDERING_COLUMNS = ["claim", "a", "b", "on", "estimate", "lo", "hi", "n_seeds", "decision", "level"]
+"""orderings.csv's columns: an empty table keeps them, so that every reader (pandas too) reads it as a table."""
 
 
 # -- the forecast --------------------------------------------------------------------------------------------------

@@ -157,7 +157,8 @@ def work(steps: int, threads_flag: int | None) -> int:
 @cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n", 1)[1].lstrip("\n"))  # the first line is the description
     p.add_argument("--workload", choices=("compare", "steps"), default="compare",
                    help="compare: compare.py --quick --methods sft from an empty cache; steps: --steps SFT steps")
     p.add_argument("--steps", type=int, default=40, help="steps of the fixed workload (--workload steps)")

@@ -398,7 +398,8 @@ def _real_table(res: dict) -> str:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n", 1)[1].lstrip("\n"))  # the first line is the description
     p.add_argument("--quick", action="store_true", help="fewer steps; the compute-bound size for GRPO and PPO only")
     p.add_argument("--vs-trl", action="store_true",
                    help="require the TRL side by side (it runs whenever TRL is installed): exit 2 if TRL is missing")

@@ -55,7 +55,8 @@ __all__ = ["DEFAULT_CONFIG", "QUICK", "QUICK_STAGE1_TOKENS", "build_config", "ma
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n", 1)[1].lstrip("\n"))  # the first line is the description
     p.add_argument("--config", help="YAML file (experiments/configs/*.yaml; default: configs/default.yaml); "
                    "flags below override it")
     p.add_argument("--methods", help="comma-separated method names or name@variant labels (default: the "
@@ -486,11 +487,10 @@ def _main(args, where: dict) -> int:
 
         progress.set_enabled(False)  # no bars, and no plain progress lines either
     if args.list_methods:
-        from gcframe.plugins import describe
+        from gcframe.plugins import describe, listing
         from methods import REGISTRY
 
-        width = max(map(len, REGISTRY))
-        print("\n".join(f"{name:<{width}}  {describe(cls)}" for name, cls in REGISTRY.items()))
+        print(listing([(name, describe(cls)) for name, cls in REGISTRY.items()]))
         return 0
     if args.backend == "ray" and not args.unit:
         from gcframe import raygrid

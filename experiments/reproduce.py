@@ -347,7 +347,8 @@ def rescored(out: Path, args: list[str]) -> bool:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n", 1)[1].lstrip("\n"))  # the first line is the description
     p.add_argument("names", nargs="*", help="result names (see --list)")
     p.add_argument("--all", action="store_true", help="every result, in the order of --list")
     p.add_argument("--list", action="store_true", help="print the results and their commands, then exit")
@@ -468,12 +469,15 @@ def reproduce(name: str, args) -> Path | None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.list:
-        width = max(map(len, RECIPES)) + 1  # the longest name, then a space: every description in one column
+        from gcframe.plugins import listing
+
+        rows = []
         for name, r in RECIPES.items():
             what = " ".join(r.command)
             if r.kind == "compare":
                 what = " ".join([f"compare.py --config experiments/configs/{r.config}", *r.args]) + f", seeds {r.seeds}"
-            print(f"{name:<{width}} {r.doc}\n{'':<{width}} {what}")
+            rows += [(name, r.doc), ("", what)]
+        print(listing(rows))  # a description, then its command under it: wrapped at words on a terminal
         return 0
     names = chosen(args)
     os.environ.setdefault("OMP_NUM_THREADS", "1")

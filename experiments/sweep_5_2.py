@@ -44,7 +44,8 @@ SWEEP_KEYS = {"base", "levels", "methods", "seeds", "train", "task", "final_k", 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n", 1)[1].lstrip("\n"))  # the first line is the description
     p.add_argument("--config", default=str(DEFAULT_CONFIG), help="sweep YAML (default: configs/sweep_5_2.yaml)")
     p.add_argument("--out", help="output folder (default: runs/sweep_5_2, or runs/sweep_5_2-quick with --quick)")
     p.add_argument("--quick", action="store_true", help="the config's quick section: plumbing only, minutes")

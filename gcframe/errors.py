@@ -73,6 +73,9 @@ def cli_entry(main):
             how, status = interrupted(e)
             print(how, file=sys.stderr)
             sys.exit(status)
+        except BrokenPipeError:  # `... --list-methods | head`: the reader has all it wanted; no traceback
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would fail again
+            sys.exit(1)
         except OSError as e:  # a write the disk had no room for, where no caller said more: one line, no traceback
             if not disk_full(e):
                 raise

@@ -131,7 +131,23 @@ def load_entry_points() -> list[str]:
 
 
 def describe(cls) -> str:
-    """A method's one-line description: its `description`, else the first line of its module's docstring."""
+    """A method's description: its `description`, else the first paragraph of its module's docstring, whole (its
+    lines joined: a docstring's line break is no place to cut a sentence)."""
     text = getattr(cls, "description", "") or (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "")
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line.removesuffix(".")
+    first = text.strip().split("\n\n")[0]
+    return " ".join(first.split()).removesuffix(".")
+
+
+def listing(rows: list[tuple[str, str]], gap: int = 2) -> str:
+    """name + description rows in two columns. On a terminal each description is wrapped at its width, at spaces,
+    under its own column (the terminal would cut words where its line ends); elsewhere (a pipe, a file) one line
+    each."""
+    import shutil
+    import textwrap
+
+    width = max((len(name) for name, _ in rows), default=0) + gap
+    if not sys.stdout.isatty():
+        return "\n".join(f"{name:<{width}}{text}" for name, text in rows)
+    columns = max(shutil.get_terminal_size((100, 24)).columns, width + 30)
+    return "\n".join(textwrap.fill(text, columns, initial_indent=f"{name:<{width}}", subsequent_indent=" " * width,
+                                    break_long_words=False, break_on_hyphens=False) for name, text in rows)

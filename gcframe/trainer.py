@@ -39,7 +39,7 @@ from gcframe.offpolicy import corrections
 from gcframe.tracking import checkpoint, health
 from gcframe.tracking.log import RunLogger
 from gcframe.tracking.memory import peak_rss_mb, reset_peak, rss_mb
-from gcframe.tracking.progress import progress
+from gcframe.tracking.progress import progress, say
 from methods.base import get_method
 
 
@@ -459,7 +459,7 @@ class Trainer:
         for kind, message in health.starvation(self.recent, max_new_tokens=self.tcfg.max_new_tokens).items():
             if kind not in self.warned and self.acc.is_main_process:
                 self.warned.add(kind)
-                print(f"warning: {self.label}: {message}", file=sys.stderr, flush=True)
+                say(f"warning: {self.label}: {message}")  # above the run's bar, not into it
 
     def _mean_over_processes(self, row: dict) -> dict:
         """Each value averaged over the processes that measured it: a method may record a value on some processes

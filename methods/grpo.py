@@ -1,4 +1,4 @@
-"""Group Relative Policy Optimization (seed, Algorithm 1; DeepSeekMath §4.1, eq. 3).
+"""Group Relative Policy Optimization (the seed chapter, Algorithm 1; DeepSeekMath §4.1, eq. 3).
 
 G completions per prompt from π_old; the group mean replaces the critic's baseline; the clipped PPO surrogate;
 a KL to the frozen reference π_ref inside the loss (not folded into the reward):

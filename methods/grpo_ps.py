@@ -1,4 +1,4 @@
-"""GRPO with process supervision (seed, "Process Supervision as a Refinement"; DeepSeekMath §4.1.3).
+"""GRPO with process supervision (the seed chapter, "Process Supervision as a Refinement"; DeepSeekMath §4.1.3).
 
 Everything is GRPO's (clip, KL, ratio, aggregation); only the advantage changes: a reward at the end of every
 reasoning step instead of one at the end of the output.

@@ -1,4 +1,5 @@
-"""PPO with a learned critic: the actor-critic baseline that GRPO replaces by a group mean (seed, "The Second Model").
+"""PPO with a learned critic: the actor-critic baseline that GRPO replaces by a group mean (the seed chapter, "The
+Second Model").
 
 Data: B·G on-policy samples per step, one completion per prompt (no groups: the critic is the baseline).
 Per-token reward (InstructGPT placement, Ouyang et al. 2022 eq. 2: the KL to π_ref is folded into the reward):

@@ -261,3 +261,18 @@ def test_a_run_refits_from_its_published_evaluation_rows(tmp_path):
             assert np.allclose(got.astype(float), want, rtol=1e-5, equal_nan=True), col  # written to 6 digits
         else:
             assert (got.astype(str) == want.astype(str)).all(), col
+
+
+def test_an_empty_orderings_table_keeps_its_header():
+    """issue 62: three committed *orderings.csv files were a bare newline, which pandas cannot read. With no claim
+    decided (none of its pairs ran) the table keeps its columns, and every committed one reads as a table."""
+    import io
+
+    from analysis.curves import ORDERING_COLUMNS, ordering_rows
+
+    empty = ordering_rows(pd.DataFrame(), pd.DataFrame({"method": ["sft"]}), ["sft"])
+    buf = io.StringIO()
+    empty.to_csv(buf, index=False)
+    assert list(pd.read_csv(io.StringIO(buf.getvalue())).columns) == ORDERING_COLUMNS
+    for f in sorted((Path(__file__).resolve().parents[1] / "results").glob("*/*orderings.csv")):
+        assert len(pd.read_csv(f).columns) > 1, f

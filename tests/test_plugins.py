@@ -115,3 +115,31 @@ def test_an_entry_point_registers_a_method(user_dir, tmp_path):
     r = run(COMPARE, "--list-methods", cwd=tmp_path, pythonpath=f"{ROOT}{os.pathsep}{site}")
     assert r.returncode == 0, r.stderr
     assert any(line.split()[0] == "reinforce" for line in r.stdout.splitlines())
+
+
+def test_list_descriptions_are_whole_and_wrap_at_words(monkeypatch, capsys):
+    """issue 62: --list-methods and reproduce.py --list cut descriptions: at a docstring's line break, and (a terminal
+    cutting long lines) mid-word. A description is its docstring's whole first paragraph; on a terminal it wraps at
+    spaces under its column."""
+    import io
+    import shutil
+    import sys
+
+    from gcframe.plugins import describe, listing
+    from methods import REGISTRY
+
+    assert describe(REGISTRY["sft_clean"]).endswith("do what RL does")  # its first paragraph spans two lines
+    rows = [(name, describe(cls)) for name, cls in REGISTRY.items()]
+    assert listing(rows).splitlines() == [f"{n:<{max(len(m) for m, _ in rows) + 2}}{d}" for n, d in rows]  # a pipe
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=None: shutil.os.terminal_size((72, 24)))
+    text = listing(rows)
+    assert max(map(len, text.splitlines())) <= 72
+    width = max(len(n) for n, _ in rows) + 2
+    words = [w for line in text.splitlines() for w in line[width:].split()]
+    assert words == [w for _, d in rows for w in d.split()]  # every word whole, in order

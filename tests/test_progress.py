@@ -56,3 +56,25 @@ def test_a_capped_bar_on_a_terminal_has_no_time_left(monkeypatch):
     plain = [s for s in text.replace("\r", "\n").splitlines() if s.startswith("plain")][-1]
     assert "311 steps (at most 2000)" in capped and "<" not in capped, capped  # tqdm writes time left as <mm:ss
     assert "311/2000" in plain and "<" in plain, plain  # an ordinary bar keeps tqdm's estimate
+
+
+def test_a_warning_is_written_above_the_bar_not_into_it(monkeypatch):
+    """issue 62: the starvation warning was printed into the tqdm bar's line. progress.say (the trainer's warnings)
+    clears the bar, writes its own line and draws the bar again."""
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    fake = Terminal()
+    monkeypatch.setattr(sys, "stderr", fake)
+    monkeypatch.setattr(progress, "ENABLED", True)
+    monkeypatch.setattr(progress, "terminal_columns", lambda default=80: 100)
+    bar = progress.progress(total=8, desc="grpo seed 0")
+    bar.update(3)
+    bar.refresh()
+    progress.say("warning: grpo seed 0: most groups gave all their completions the same reward")
+    bar.update(1)
+    bar.close()
+    line = next(s for s in fake.getvalue().split("\n") if "warning: grpo seed 0" in s)
+    shown = line.split("\r")[-1]  # what a terminal shows of that line: the text after its last carriage return
+    assert shown.startswith("warning: grpo seed 0:") and shown.endswith("the same reward"), repr(line)

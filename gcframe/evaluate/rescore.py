@@ -154,7 +154,8 @@ def score(model, tok, cfg, task, rows: list[dict], k: int, seed: int, step: int,
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m gcframe.evaluate", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n", 1)[1].lstrip("\n"))  # the first line is the description
     p.add_argument("path", help="a compare.py output folder, or one run folder (OUT/<method>/seed<k>)")
     p.add_argument("--problems", type=int, metavar="N", help="held-out problems to score (default: the runs' "
                    "train.eval_size); at most the task's task.n_heldout")

@@ -56,6 +56,18 @@ def terminal_columns(default: int = 80) -> int:
     return cols or default
 
 
+def say(line: str) -> None:
+    """A line on stderr above any progress bar, never inside it: tqdm.write clears the bars, writes the line and draws
+    them again (a warning printed while a bar is drawn would land in the middle of the bar's line)."""
+    if "tqdm" in sys.modules:  # a bar may be drawn only once tqdm is imported
+        from tqdm.auto import tqdm
+
+        tqdm.write(line, file=sys.stderr)
+        sys.stderr.flush()
+        return
+    print(line, file=sys.stderr, flush=True)
+
+
 class PlainProgress:
     """tqdm's interface (iterate, update, set_postfix, close) as plain lines on stderr: a line every `every`
     seconds while the phase lasts (from a timer thread, so one long step or one long generation is not silent
