@@ -11,7 +11,8 @@ cumulative sum are float64), for a model of vocabulary V, width H, MLP width I, 
     an update    M = micro_batch_size (else the minibatch, N / minibatches) sequences: the logits and their
                  gradient 2·M·S·V·4, and the layers' outputs kept for the backward pass, at least M·S·L·4·H·4
     stage 1      the same update at M = sft_base.batch_size (the tiny model's SFT base)
-    weights      the policy, its gradient and AdamW's two moments, π_ref, PPO's critic: 6 copies of the parameters
+    weights      the policy, its gradient and AdamW's two moments: 4 copies of the parameters (π_ref and PPO's
+                 critic not counted); with model.lora_rank the base alone (the adapters' share is small)
 
 It is a floor, not a forecast (the allocator, Python objects and the data add to it): a config it refuses cannot run
 here, one it accepts may still be tight. Nothing in a run is allocated in proportion to train.steps (the evaluation
@@ -78,7 +79,7 @@ def estimate(cfg, dims: Dims, prompt_tokens: int) -> dict[str, float]:
         return 2 * m * seq * dims.vocab * 4 + m * seq * dims.layers * 4 * dims.hidden * 4
 
     out = {"sampling": 2 * dims.layers * n * seq * dims.kv_width * 4 + n * dims.vocab * 20,
-           "an update": update(micro), "weights": 6 * dims.params * 4}
+           "an update": update(micro), "weights": (1 if cfg.model.lora_rank else 4) * dims.params * 4}
     if not cfg.model.path:
         out["stage 1"] = update(cfg.sft_base.batch_size)
     return out
