@@ -63,7 +63,8 @@ def _intervals(d: np.ndarray) -> dict:
     D, var, df = _two_way(d)
     half = stats.t.ppf(0.975, df) * np.sqrt(var)
     lo, hi = D - half, D + half
-    return {"diff": D, "lo": lo, "hi": hi, "separated": (lo > 0) | (hi < 0), "var": var}
+    p = 2 * stats.t.sf(np.abs(D) / np.sqrt(var), df)  # the same t statistic's two-sided p-value
+    return {"diff": D, "lo": lo, "hi": hi, "separated": (lo > 0) | (hi < 0), "var": var, "p": p}
 
 
 class Outcomes:
@@ -124,7 +125,7 @@ def derive(out: Outcomes, col: str, pairs: list[tuple[str, str]], group: str = "
         xa, xb = ya.mean(axis=-1), yb.mean(axis=-1)  # seed means
         u = ((xa[:, :, None] > xb[:, None, :]) + 0.5 * (xa[:, :, None] == xb[:, None, :])).sum(axis=(1, 2))
         for i, (pair, _, _) in enumerate(members):
-            result[pair] = {k: r[k][i] for k in ("diff", "lo", "hi", "separated")} | {
+            result[pair] = {k: r[k][i] for k in ("diff", "lo", "hi", "separated", "p")} | {
                 "p_improve": u[i] / (S * S), "seeds": S, "problems": len(problems),
                 "se_ratio": math.sqrt(r["var"][i]) / math.sqrt(var_a[i] + var_b[i])}
     return result
@@ -210,7 +211,19 @@ def _row_ok(row, r: dict, interval: str) -> list[str]:
     se = row.get("paired SE / unpaired SE")
     if se is not None and not _numbers_match(se, (r["se_ratio"],)):
         wrong.append(f"paired SE / unpaired SE {se}")
+    p = row.get("p")
+    if p not in (None, "–") and not _significant_match(p, r["p"]):
+        wrong.append(f"p {p}")
     return wrong
+
+
+def _significant_match(published: str, value: float, digits: int = 3) -> bool:
+    """Whether `published` ('0.00113', '1.2e-05') is `value` at `digits` significant digits (analysis.findings
+    writes p as {:.3g}): within half a unit of the last one."""
+    x = float(published)
+    if x == 0:
+        return abs(value) < 1e-300  # a p-value below what a float holds
+    return abs(x - value) <= 0.5 * 10.0 ** (math.floor(math.log10(abs(x))) - digits + 1) * (1 + 1e-9)
 
 
 # -- the checks: each -> the published rows the outcomes do not give ---------------------------------------------
@@ -386,6 +399,7 @@ FORGERIES = [  # (file, a published cell, a forged one): the issue's forgery fir
     ("over_sft_filtered.csv", '"+0.122 [+0.049, +0.194], separated per comparison"', '"+0.122 [+0.049, +0.194]"'),
     ("pairs.csv", "sft − rft,greedy,\"-0.445 [-0.606, -0.284]\",0.00,yes,5,500,0.97,all",
      "sft − rft,greedy,\"-0.445 [-0.606, -0.284]\",0.00,yes,5,500,0.97,all".replace(",5,500", ",5,499")),
+    ("pairs.csv", '0.97,all,0.00113,', '0.97,all,0.0113,'),  # a p-value ten times too large
     ("gains.csv", 'sft,greedy,SFT base,"+0.006 [-0.018, +0.029]",0.72', 'sft,greedy,SFT base,"+0.006 [-0.018, +0.029]",0.92'),
     ("gains_greedy.csv", '"+0.451 [+0.266, +0.635], separated family-wise"',
      '"+0.451 [+0.266, +0.735], separated family-wise"'),
