@@ -86,7 +86,7 @@ def test_a_node_that_cannot_see_the_run_folder_fails_in_one_line(tmp_path):
 def test_the_ray_backend_gives_the_local_paths_results(tmp_path):
     """The same tiny comparison with --tune (an SFT base, 2 methods x 2 rates x 2 tuning seeds of trials and the
     edge rates, 2 runs) on the local path and as Ray tasks on an embedded local Ray: the same files, every
-    per-problem outcome, config, metric and table byte for byte (less the UNSTABLE columns). Slow: about 14 minutes
+    per-problem outcome, config, metric and table byte for byte (less the UNSTABLE columns). Slow: 11-14 minutes
     at load 9 on 2 cores, the two comparisons one after the other; each Ray task is a process that imports torch
     and prepares the task before it trains, and Ray takes 15-20 s to start."""
     pytest.importorskip("ray", reason='the ray extra: pip install ".[ray]"')
