@@ -10,6 +10,7 @@ log π_T(o_t | q, o_<t) is the teacher's probability of the very token the stude
     check_tokenizer(path, tok, ...)     the teacher's tokenizer and vocabulary equal the student's, or one line
     load_teacher(ctx, path)             the frozen teacher, once per run (ctx's frozen models)
     teacher_columns(teacher, ...)       log π_T(o_t) [N, T] and, for vOPD's baseline, KL(π_θ ‖ π_T) per position
+    WithTeacher                         a method's checks and loading of its `teacher` option, written once
 """
 from __future__ import annotations
 
@@ -108,3 +109,31 @@ def teacher_columns(teacher, batch: Batch, temperature: float = 1.0, student=Non
     s_logp = torch.log_softmax(_logits(student, batch, temperature), -1).to(t_logp.dtype)  # [N, T, V]
     kl = (s_logp.exp() * (s_logp - t_logp)).sum(-1) * mask  # Σ_v π_S (log π_S − log π_T)  [N, T]
     return taken, kl.to(mask.dtype)
+
+
+def own_options(cls, cfg, label: str):
+    """The method's Config from a run's config (its `methods.<name>` entry, a variant's options merged in by
+    compare.py's run_config), for the checks made before a run starts."""
+    own = {k: v for k, v in (cfg.methods.get(cls.name) or {}).items() if k != "train"}
+    return cls.Config.from_dict(own, label)
+
+
+class WithTeacher:
+    """Mixed into a method whose Config has `teacher` (methods/opd.py, methods/sft_teacher.py), before its Method
+    base: the folder checked before anything trains, the tokenizer before any run starts, the teacher loaded once."""
+
+    @classmethod
+    def check_run(cls, cfg, label: str) -> None:
+        """Before anything trains: a teacher is given and its folder exists (one line each)."""
+        super().check_run(cfg, label)
+        teacher_path(own_options(cls, cfg, label).teacher, label)
+
+    @classmethod
+    def check_model(cls, cfg, task, tok) -> None:
+        """Before any run starts: the teacher shares the student's tokenizer (both named in the one line)."""
+        path = teacher_path(own_options(cls, cfg, cls.name).teacher, cls.name)
+        check_tokenizer(path, tok, cls.name, cfg.model.path or "the SFT base")
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        self.teacher = load_teacher(ctx, teacher_path(cfg.teacher, self.name), self.name)

@@ -31,20 +31,13 @@ import torch
 from gcframe.batch import Batch
 from gcframe.errors import UserError
 from gcframe.modeling import evaluating
-from gcframe.teacher import check_tokenizer, load_teacher, teacher_columns, teacher_path
+from gcframe.teacher import WithTeacher, teacher_columns
 from methods.base import Method, MethodConfig, register
 from methods.grpo import masked_mean
 
 
-def own_options(cls, cfg, label: str):
-    """The method's Config from a run's config (its `methods.<name>` entry, a variant's options merged in by
-    compare.py's run_config), for the checks made before a run starts."""
-    own = {k: v for k, v in (cfg.methods.get(cls.name) or {}).items() if k != "train"}
-    return cls.Config.from_dict(own, label)
-
-
 @register("opd")
-class OPD(Method):
+class OPD(WithTeacher, Method):
     """Data: `ctx.rollout(B, G)`, G samples of each of B prompts from the live policy (B·G sequences, the equal
     budget; the checker's rewards are logged, never used), and in `prepare` the teacher's log-probability of every
     sampled token (`teacher_logp`), and with the vOPD baseline the per-position KL(π_old ‖ π_T) (`teacher_kl`)."""
@@ -66,22 +59,6 @@ class OPD(Method):
             super().validate()
             if self.baseline not in ("none", "vopd"):
                 raise UserError(f"baseline must be 'none' or 'vopd' (vOPD's per-token −KL), got {self.baseline!r}")
-
-    @classmethod
-    def check_run(cls, cfg, label: str) -> None:
-        """Before anything trains: a teacher is given and its folder exists (one line each)."""
-        super().check_run(cfg, label)
-        teacher_path(own_options(cls, cfg, label).teacher, label)
-
-    @classmethod
-    def check_model(cls, cfg, task, tok) -> None:
-        """Before any run starts: the teacher shares the student's tokenizer (both named in the one line)."""
-        path = teacher_path(own_options(cls, cfg, cls.name).teacher, cls.name)
-        check_tokenizer(path, tok, cls.name, cfg.model.path or "the SFT base")
-
-    def __init__(self, cfg, ctx):
-        super().__init__(cfg, ctx)
-        self.teacher = load_teacher(ctx, teacher_path(cfg.teacher, self.name), self.name)
 
     def collect(self, step: int) -> Batch:
         t = self.ctx.cfg.train

@@ -23,14 +23,13 @@ import torch
 from gcframe.batch import Batch
 from gcframe.errors import UserError
 from gcframe.sampling import make_batch
-from gcframe.teacher import check_tokenizer, load_teacher, teacher_path
+from gcframe.teacher import WithTeacher
 from methods.base import MethodConfig, register
-from methods.opd import own_options
 from methods.sft import SFT
 
 
 @register("sft_teacher")
-class SFTTeacher(SFT):
+class SFTTeacher(WithTeacher, SFT):
     """Data: the teacher's greedy completion of each of up to `pool_size` training prompts (drawn in the seeded data
     order), built in the first `collect`; every step draws B·G of them (the equal budget), reshuffled when they run
     out. GC = 1 on their tokens."""
@@ -50,21 +49,8 @@ class SFTTeacher(SFT):
             if not isinstance(self.pool_size, int) or isinstance(self.pool_size, bool) or self.pool_size < 1:
                 raise UserError(f"pool_size must be an integer >= 1, got {self.pool_size!r}")
 
-    @classmethod
-    def check_run(cls, cfg, label: str) -> None:
-        """Before anything trains: a teacher is given and its folder exists (one line each)."""
-        super().check_run(cfg, label)
-        teacher_path(own_options(cls, cfg, label).teacher, label)
-
-    @classmethod
-    def check_model(cls, cfg, task, tok) -> None:
-        """Before any run starts: the teacher shares the student's tokenizer (both named in the one line)."""
-        path = teacher_path(own_options(cls, cfg, cls.name).teacher, cls.name)
-        check_tokenizer(path, tok, cls.name, cfg.model.path or "the SFT base")
-
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
-        self.teacher = load_teacher(ctx, teacher_path(cfg.teacher, self.name), self.name)
         self.pool: list[dict] | None = None  # the teacher's completions: prompt, completion, answer, steps
 
     def build_pool(self) -> dict[str, float]:
