@@ -71,8 +71,13 @@ def load_file(path: str | Path, flag: str = "--methods-from") -> list[str]:
     if not new:
         raise UserError(f"{flag}: '{path}' registers no method: decorate a Method subclass with @register(\"name\") "
                         "(README 'Adding a method')")
-    for name in new:
-        check_api(REGISTRY[name], f"{flag} '{path}'")
+    try:
+        for name in new:
+            check_api(REGISTRY[name], f"{flag} '{path}'")
+    except UserError:  # refused: none of the file's methods stays registered (the registry is the process's)
+        for name in new:
+            REGISTRY.pop(name, None)
+        raise
     _loaded[key] = new
     return new
 

@@ -255,3 +255,6 @@ def test_a_method_file_the_engine_cannot_call_is_refused_when_it_is_imported(tmp
         with pytest.raises(UserError, match=rf"^--methods-from '{f}': method '{name}' ") as e:
             load_file(f)
         assert words in str(e.value)
+        from methods import REGISTRY
+
+        assert name not in REGISTRY  # refused, so not left among the registered methods
