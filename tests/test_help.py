@@ -43,3 +43,38 @@ def test_help_names_the_module_command(helps, module):
     r = helps[module]
     assert r["code"] == 0, r["stderr"]
     assert r["stdout"].startswith(f"usage: python -m {module} "), r["stdout"][:200]
+
+
+SCRIPTS = ["experiments/compare.py", "experiments/reproduce.py", "experiments/sweep_5_2.py"]
+HELP_SCRIPTS = """
+import contextlib, io, json, runpy, sys
+out = {}
+for script in sys.argv[1:]:
+    buf = io.StringIO()
+    sys.argv = [script, "--help"]
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit:
+            pass
+    out[script] = buf.getvalue()
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def script_helps() -> dict:
+    r = subprocess.run([sys.executable, "-c", HELP_SCRIPTS, *SCRIPTS], cwd=ROOT, capture_output=True, text=True,
+                       timeout=3600)  # a safety net only
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("source", [*SCRIPTS, "gcframe/evaluate/rescore.py"])
+def test_help_gives_the_description_once(helps, script_helps, source):
+    """issue 62: --help printed the description twice (argparse's description, then the whole module docstring)."""
+    import ast
+
+    first = ast.get_docstring(ast.parse((ROOT / source).read_text())).splitlines()[0]
+    text = script_helps[source] if source in script_helps else helps["gcframe.evaluate"]["stdout"]
+    assert text.count(first) == 1, text[:600]
