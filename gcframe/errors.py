@@ -49,7 +49,7 @@ def interrupted(e: KeyboardInterrupt, roots=()) -> tuple[str, int]:
     """After Ctrl-C or SIGTERM: the process's claims and own temporary files (under the cache and `roots`) are
     removed (gcframe.tracking.claims.clean_up) -> (how it was stopped, the exit status: 130, or 143 for SIGTERM)."""
     from gcframe.tracking import claims
-    from gcframe.tracking.log import cache_root
+    from gcframe.tracking.cache import cache_root
 
     claims.clean_up([cache_root(), *roots])
     return ("terminated (SIGTERM)", 143) if isinstance(e, Terminated) else ("interrupted", 130)

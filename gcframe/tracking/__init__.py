@@ -1,6 +1,7 @@
 """What a run leaves behind and the services that keep it: the run folder and what persists across processes.
 
-    log          the run folder: config.yaml, metrics.jsonl, samples.jsonl; the cache root; atomic publishing
+    log          the run folder: config.yaml, metrics.jsonl, samples.jsonl; atomic publishing
+    cache        the cache root ($GCFRAME_CACHE), imported by gcframe.errors too
     checkpoint   save and restore a run mid-way (--resume)
     final_model  the trained policy as a Hugging Face folder
     trackers     the metrics rows also sent to TensorBoard, W&B, trackio or MLflow

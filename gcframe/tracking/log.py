@@ -12,11 +12,7 @@ from pathlib import Path
 
 import yaml
 
-
-def cache_root() -> Path:
-    """Where gcframe caches what runs share (SFT bases, converted GGUF models, preference sets, reward models):
-    $GCFRAME_CACHE, else ~/.cache/gcframe."""
-    return Path(os.environ.get("GCFRAME_CACHE", Path.home() / ".cache" / "gcframe"))
+from gcframe.tracking.cache import cache_root  # noqa: F401  (callers name it from here too)
 
 
 def check_cache() -> None:
