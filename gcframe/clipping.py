@@ -21,6 +21,14 @@ def clip_inactive(adv: torch.Tensor, ratio: torch.Tensor, eps_low: float, eps_hi
     return ~bites
 
 
+def check_clip_eps(eps: float, eps_high: float | None) -> None:
+    """The clip band's ε (and ε_high, None: ε on both sides) must be > 0; the one bad value is named."""
+    if not eps > 0 or (eps_high is not None and not eps_high > 0):
+        which = f"clip_eps {eps}" if not eps > 0 else f"clip_eps_high {eps_high}"
+        raise UserError(f"clip_eps and clip_eps_high must be > 0, got {which}: the ratio's clip band "
+                        "[1 − ε, 1 + ε] needs ε > 0 (e.g. 0.2; clip_eps_high null: clip_eps on both sides)")
+
+
 def check_dual_clip(c: float | None) -> None:
     """Dual-clip PPO's c must be > 1 (a floor c·Â below the surrogate's value at r = 1); None is off. The caller's
     config section names the method (MethodConfig.from_dict puts methods.<label>: in front)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from gcframe.batch import Batch
-from gcframe.errors import UserError
+from gcframe.clipping import check_clip_eps
 from methods.base import register
 from methods.grpo import GRPO, GroupConfig, masked_mean
 
@@ -48,8 +48,7 @@ class GMPO(GRPO):
 
         def validate(self) -> None:
             super().validate()
-            if not self.clip_eps > 0 or (self.clip_eps_high is not None and not self.clip_eps_high > 0):
-                raise UserError(f"clip_eps and clip_eps_high must be > 0, got {self.clip_eps}, {self.clip_eps_high}")
+            check_clip_eps(self.clip_eps, self.clip_eps_high)
 
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
         """GC_{i,t} = Â_i · g_i · 1[token t's clip inactive] − β c_{i,t},  g_i = exp((1/|o_i|) Σ_t log r̃_{i,t})  (GMPO,

@@ -18,7 +18,7 @@ import torch
 from gcframe.advantages import group_advantages
 from gcframe.batch import Batch
 from gcframe.errors import UserError
-from gcframe.clipping import check_dual_clip, clip_inactive  # noqa: F401 (clip_inactive: re-exported)
+from gcframe.clipping import check_clip_eps, check_dual_clip, clip_inactive  # noqa: F401 (clip_inactive: re-exported)
 from gcframe.kl import LOSS_ESTIMATORS, kl_estimate, kl_grad_coefficient
 from methods.base import Method, MethodConfig, register
 
@@ -90,11 +90,7 @@ class GRPO(Method):
 
         def validate(self) -> None:
             super().validate()
-            if not self.clip_eps > 0 or (self.clip_eps_high is not None and not self.clip_eps_high > 0):
-                which = (f"clip_eps {self.clip_eps}" if not self.clip_eps > 0 else
-                         f"clip_eps_high {self.clip_eps_high}")
-                raise UserError(f"clip_eps and clip_eps_high must be > 0, got {which}: the ratio's clip band "
-                                "[1 − ε, 1 + ε] needs ε > 0 (e.g. 0.2; clip_eps_high null: clip_eps on both sides)")
+            check_clip_eps(self.clip_eps, self.clip_eps_high)
             check_dual_clip(self.dual_clip)
 
     uses_reference = True
