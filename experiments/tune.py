@@ -253,15 +253,16 @@ PRIOR_COLUMNS = ["method", "lr", "seed", "steps", "val_accuracy", "status", "bas
 
 
 def base_digest(model_path) -> str:
-    """sha256 (12 hex digits) over the names and bytes of the files under model.path, the base every trial starts
-    from; "" without a model folder (the tiny model's stage-1 base: prior trials are not used for it)."""
+    """sha256 (12 hex digits) over the names and bytes of the weight files (*.safetensors, *.bin) under model.path,
+    the base every trial starts from (not its README or adapter config, which name the folders of the machine that
+    made it); "" without a model folder (the tiny model's stage-1 base: prior trials are not used for it)."""
     import hashlib
 
     folder = Path(model_path) if model_path and not str(model_path).startswith("package:") else None
     if folder is None or not folder.is_dir():
         return ""
     h = hashlib.sha256()
-    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for f in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".safetensors", ".bin")):
         h.update(str(f.relative_to(folder)).encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:12]

