@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import uuid
@@ -69,6 +70,9 @@ def _leftovers() -> list[tuple[int, str]]:
 def no_process_left_behind():
     """Fails the session when a process a test started is still running at its end (and kills it)."""
     yield
+    forkserver = sys.modules.get("tests.forkserver")
+    if forkserver is not None:  # its servers carry this session's mark: stopped here, not found left running
+        forkserver.stop_all()
     if not Path("/proc/self/environ").exists():
         return  # not Linux: nothing to look in
     deadline = time.monotonic() + 10  # processes that are exiting get a moment

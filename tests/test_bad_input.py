@@ -20,6 +20,7 @@ import yaml
 
 from gcframe.tracking import checkpoint
 from gcframe.tracking.log import read_jsonl
+from tests import forkserver
 from tests.test_resume import COMPARE, ROOT, TINY_CONFIG, cli_env, run_cli
 
 TINY = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "steps": 6, "eval_every": 0}}
@@ -260,7 +261,7 @@ def _run_with_env(tmp: Path, name: str) -> subprocess.CompletedProcess:
             env.pop(k, None)
         else:
             env[k] = v.replace("{tmp}", str(tmp))
-    return subprocess.run([sys.executable, str(COMPARE), *_case_args(tmp, name)], capture_output=True, text=True,
+    return forkserver.run([sys.executable, str(COMPARE), *_case_args(tmp, name)], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=300)
 
 
@@ -274,7 +275,7 @@ def _run_forked(tmp: Path, names: list[str]) -> dict[str, subprocess.CompletedPr
                       "stderr": str(io / "stderr.txt"), "status": str(io / "status.txt")})
     (tmp / "cases.json").write_text(json.dumps(cases))
     (tmp / "driver.py").write_text(DRIVER)
-    r = subprocess.run([sys.executable, str(tmp / "driver.py"), str(COMPARE), str(tmp / "cases.json")],
+    r = forkserver.run([sys.executable, str(tmp / "driver.py"), str(COMPARE), str(tmp / "cases.json")],
                        capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     return {name: subprocess.CompletedProcess(c["args"], int(Path(c["status"]).read_text()),

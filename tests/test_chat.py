@@ -265,6 +265,7 @@ def test_a_critic_that_cannot_be_built_is_refused_before_any_run(chat_dir, tmp_p
     assert not out.exists()
 
 
+@pytest.mark.slow  # many processes: `pytest -m slow` (pyproject.toml)
 def test_two_processes_split_the_cells_and_resume_finishes_the_table(chat_dir, tmp_path):
     """A cell claimed by another live process is left to it (no summary yet); `--resume OUT` then runs what is left
     and writes the summary of every cell (experiments/configs/smollm2_*.yaml run as two such processes)."""

@@ -8,12 +8,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests import forkserver
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args, cwd=ROOT, **env_extra):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **env_extra}
-    return subprocess.run([sys.executable, "experiments/compare.py", *args], cwd=cwd, env=env,
+    return forkserver.run([sys.executable, "experiments/compare.py", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
 

@@ -2,7 +2,6 @@
 before a base is trained (an infinite rate trained stage 1 for 43 s, then stopped on a non-finite loss); and a resumed
 run's summary row keeps its initial accuracy."""
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import yaml
 
 from gcframe.config import from_dict
 from gcframe.errors import UserError
+from tests import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def test_a_non_finite_number_anywhere_is_refused_naming_it(raw, where):
 
 def test_compare_refuses_an_infinite_rate_before_anything_is_written(tmp_path):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({"train": {"lr": ".inf"}}).replace("'.inf'", ".inf"))
-    res = subprocess.run([sys.executable, str(ROOT / "experiments" / "compare.py"), "--config", str(tmp_path / "c.yaml"),
+    res = forkserver.run([sys.executable, str(ROOT / "experiments" / "compare.py"), "--config", str(tmp_path / "c.yaml"),
                           "--quick", "--methods", "sft", "--out", str(tmp_path / "out")], capture_output=True,
                          text=True, cwd=ROOT, env={"GCFRAME_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin",
                                                    "OMP_NUM_THREADS": "1"})

@@ -191,7 +191,7 @@ def test_the_coverage_simulation_runs_and_reports_shares():
     from experiments import curves_coverage
 
     rng = np.random.default_rng(0)
-    r = curves_coverage.design(rng, sims=4, boot=20, seeds=3, steps=STEPS, points=POINTS, eval_size=500,
+    r = curves_coverage.design(rng, sims=2, boot=8, seeds=3, steps=STEPS, points=POINTS, eval_size=500,
                                truth=curves_coverage.DESIGNS[0], seed_sd=curves_coverage.SEED_SDS[0])
     for key in ("reported", "cover A t", "cover A boot", "cover C_mid t", "falls"):
         assert 0.0 <= r[key] <= 1.0

@@ -154,6 +154,7 @@ for _ in range(20):  # collectives leave Gloo's worker threads holding work, as 
 """
 
 
+@pytest.mark.slow  # many processes: `pytest -m slow` (pyproject.toml)
 def test_processes_exit_cleanly(tmp_path):
     """A multi-process run ends without an abort. Left to the interpreter's teardown, Gloo's worker threads abort a
     process that has finished its work ("terminate called without an active exception", SIGABRT: 7 of 25 launches of
@@ -194,6 +195,7 @@ del model
 """
 
 
+@pytest.mark.slow  # many processes: `pytest -m slow` (pyproject.toml)
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads the process's threads from /proc")
 def test_the_process_group_ends_with_its_threads(tmp_path):
     """What makes the exit above safe, checked directly: once make_accelerator's exit handler has run, no Gloo thread

@@ -13,6 +13,7 @@ from gcframe.engine import token_logprobs
 from gcframe.errors import UserError
 from gcframe.rewards import scoring
 from methods import REGISTRY, Method, get_method, register
+from tests import forkserver
 
 SIZE = Size("test", 32, 2, 4, 64, prompts=4, group=4, new_tokens=4)
 
@@ -181,14 +182,13 @@ def test_scoring_is_untouched_by_the_fixture():
 
 def test_compare_refuses_it_before_anything_runs(tmp_path):
     import os
-    import subprocess
     import sys
     from pathlib import Path
 
     cfg = tmp_path / "ds.yaml"
     cfg.write_text("train: {dynamic_sampling: true}\n")
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "experiments/compare.py", "--config", str(cfg), "--methods", "grpo,ppo",
+    res = forkserver.run([sys.executable, "experiments/compare.py", "--config", str(cfg), "--methods", "grpo,ppo",
                           "--quick", "--out", str(out)], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parents[1], env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert res.returncode == 2 and res.stderr.startswith("error: train.dynamic_sampling") and "'ppo'" in res.stderr

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gcframe.tracking.log import cache_root
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,6 +31,7 @@ def test_a_test_writes_into_the_sessions_cache():
         probe.rmdir()  # a kept cache (GCFRAME_TEST_CACHE) collects no probes
 
 
+@pytest.mark.slow  # many processes: `pytest -m slow` (pyproject.toml)
 def test_a_test_run_leaves_the_users_cache_untouched(tmp_path):
     """The README's test command (pyproject's addopts: two workers) on the test above, with a user cache set and a
     home folder of its own: both stay empty, and the session's temporary cache is gone afterwards."""

@@ -85,7 +85,6 @@ up to end) or a phrase. Each needs a result (and a claim test where the page der
 
 # -- what is not a result ----------------------------------------------------------------------------------------------
 NOT_RESULTS: dict[str, str] = {
-    "1,057 tests": "the suite's size when the README was last updated (`pytest --collect-only` counts it)",
     "80 columns": "the width gcframe/tracking/progress.py draws a bar at when the terminal reports no size",
     "torch 2.13's": "a version",
     "TRL 1.16": "a version (requirements/lock.txt pins trl==1.16.0)",

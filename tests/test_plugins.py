@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from tests import forkserver
 from tests.test_resume import COMPARE, ROOT, TINY_CONFIG
 
 
@@ -34,7 +35,7 @@ def test_the_readmes_short_method_is_the_guides_without_its_textbook_loss():
 
 def run(*args, cwd: Path, pythonpath: str = str(ROOT), timeout: float = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath}
-    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd,
+    return forkserver.run([sys.executable, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd,
                           timeout=timeout)
 
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -13,6 +14,7 @@ from experiments.bench_common import Size, make_trainer
 from gcframe.evaluate.rescore import main
 from gcframe.tracking import final_model
 from gcframe.tracking.log import read_jsonl
+from tests import forkserver
 
 SIZE = Size("test", 32, 2, 4, 64, prompts=2, group=4, new_tokens=4)
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,8 +117,9 @@ def test_the_base_is_scored_once_and_each_method_tested_against_it(out, tiny_bas
     findings.write(runs, tmp_path)
     written = (tmp_path / "gains.csv").read_text()
     assert written.startswith("method,metric,over,gain [95% interval]") and written.count("\ngrpo,") == 4 * 3
-    assert written.count(",all\n") == written.count(",carry\n") == written.count(",no_carry\n") == 8  # 2 methods
-    # × 4 metrics on all 16 problems, then on each planned subgroup of them (analysis.findings.subgroups)
+    subgroups = pd.read_csv(tmp_path / "gains.csv")["subgroup"].value_counts().to_dict()
+    assert subgroups == {"all": 8, "carry": 8, "no_carry": 8}  # 2 methods × 4 metrics on all 16 problems, then on
+    # each planned subgroup of them (analysis.findings.subgroups)
     assert (f"Over the {runs.base_label} (0.250 greedy; 1 seed × 16 problems: each interval covers this run's "
             "problems, not a new training run): grpo +0.125 [-0.057, +0.307], not separated; rloo -0.125"
             ) in (tmp_path / "findings.md").read_text()
@@ -142,7 +145,7 @@ def test_a_model_another_process_holds_is_left_to_it(out, capsys):
 
 def _cli(*args, cwd=ROOT):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "gcframe.evaluate", *map(str, args)], capture_output=True,
+    return forkserver.run([sys.executable, "-m", "gcframe.evaluate", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd, env=env)
 
 

@@ -13,6 +13,7 @@ import yaml
 
 from analysis import results
 from gcframe.errors import UserError
+from tests import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {"commit": "abc1234def", "dirty": False, "python": "3.11.7", "cpu": "AMD EPYC", "threads": 1,
@@ -99,7 +100,7 @@ def test_commits_count_as_one_environment_only_where_the_run_code_is_the_same(tm
 
 
 def test_reproduce_names_the_known_results_for_an_unknown_one():
-    p = subprocess.run([sys.executable, "experiments/reproduce.py", "defualt"], cwd=ROOT, capture_output=True,
+    p = forkserver.run([sys.executable, "experiments/reproduce.py", "defualt"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.startswith("error: unknown result(s) defualt: known results are default, default_scarce, "
@@ -242,7 +243,7 @@ def test_compare_rows_says_column_by_column_what_a_regenerated_result_repeats(tm
 def test_reproduce_list_puts_every_description_in_one_column():
     """`reproduce.py --list`: a name longer than the others (word_problems_pipeline, 22 characters) does not push its
     description out of the column: every description and command starts at the longest name's width + 2."""
-    p = subprocess.run([sys.executable, "experiments/reproduce.py", "--list"], cwd=ROOT, capture_output=True,
+    p = forkserver.run([sys.executable, "experiments/reproduce.py", "--list"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()

@@ -17,6 +17,7 @@ import yaml
 
 from gcframe.tracking import checkpoint
 from gcframe.tracking.log import read_jsonl
+from tests import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPARE = ROOT / "experiments" / "compare.py"
@@ -48,10 +49,11 @@ machine under load a command takes many times its idle time (a 20 s run took ove
 
 
 def run_cli(*args: str, script: Path = COMPARE, timeout: float = SAFETY_S) -> subprocess.CompletedProcess:
-    """`script` (compare.py) with `args` in a subprocess (one thread, cwd the repository); `timeout` is raised to
+    """`script` (compare.py) with `args` in a process of its own (one thread, cwd the repository), forked from one
+    that has the libraries imported (tests/forkserver.py: the same run, ~4 s of one core less); `timeout` is raised to
     SAFETY_S where a caller gives less: no test here is about how long a command takes."""
-    return subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True,
-                          env=cli_env(), cwd=ROOT, timeout=max(timeout, SAFETY_S))
+    return forkserver.run([sys.executable, str(script), *map(str, args)], env=cli_env(), cwd=ROOT,
+                          timeout=max(timeout, SAFETY_S))
 
 
 # Runs compare.py, but seed 1's run hangs at step 3 (after the checkpoint of step 2) until the test kills it.
@@ -326,7 +328,7 @@ def test_a_checkpoint_the_file_size_limit_stops_is_one_line_and_leaves_no_half_w
     """issue 62: `ulimit -f 100` during a checkpoint save gave a 45-line traceback and exit 1: now one UserError line
     (compare.py adds what is kept and the --resume line), and no step-000002.tmp left."""
     (tmp_path / "limited.py").write_text(WRITE_LIMITED)
-    r = subprocess.run([sys.executable, str(tmp_path / "limited.py"), str(tmp_path / "run")], capture_output=True,
+    r = forkserver.run([sys.executable, str(tmp_path / "limited.py"), str(tmp_path / "run")], capture_output=True,
                        text=True, env=cli_env(), cwd=ROOT, timeout=300)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert r.stdout.strip() == (f"checkpoint {tmp_path / 'run' / 'checkpoints' / 'step-000002'} could not be written: a "
@@ -393,6 +395,7 @@ def torchrun(script: Path, *args: str) -> list[str]:
             *map(str, args)]
 
 
+@pytest.mark.slow  # many processes: `pytest -m slow` (pyproject.toml)
 def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
     """The same under train.shard: fsdp2 with 2 processes: sharded checkpoints (torch.distributed.checkpoint, one
     file per process) of PPO's policy, critic and optimisers; kill -9 of the whole process group after one."""
@@ -451,13 +454,14 @@ def test_two_workers_split_the_runs_and_the_first_writes_the_report(tmp_path):
     every run is trained once, the first process writes the summary, the scores and the report, and both record one
     thread (the same environment, so analysis.results accepts the folder)."""
     out = tmp_path / "w"
-    r = run_cli("--quick", "--methods", "sft,grpo", "--steps", "4", "--workers", "2", "--out", out)
+    r = run_cli("--config", write_config(tmp_path / "tiny.yaml"), "--methods", "sft,grpo", "--workers", "2",
+                "--out", out)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "2 processes train the runs side by side" in r.stdout
     rows = (out / "summary.csv").read_text().splitlines()
     assert rows[0].startswith("method,") and [x.split(",")[0] for x in rows[1:]] == ["sft", "grpo"]
     log = (out / "worker2.log").read_text()
-    assert "threads: 1 of" in log and "seed 0: validation accuracy" in log  # the worker ran and saw runs finish
+    assert "threads: 1 of" in log and "seed 0: test accuracy" in log  # the worker ran and saw runs finish
     for m in ("sft", "grpo"):  # each run trained once: one training row per step, none twice
         steps = [row["step"] for row in read_jsonl(out / m / "seed0" / "metrics.jsonl") if "loss" in row]
         assert steps == list(range(4)), (m, steps)

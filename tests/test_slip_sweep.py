@@ -1,6 +1,5 @@
 """experiments/slip_sweep.py and analysis/slip.py: a level's config, a bad level refused before anything is written,
 and the SFT baseline chosen on validation."""
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import yaml
 from analysis.slip import baseline
 from experiments.slip_sweep import level_config, load_sweep
 from gcframe.errors import UserError
+from tests import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "experiments" / "configs" / "slip_sweep.yaml"
@@ -37,7 +37,7 @@ def _bad(tmp_path, levels) -> Path:
 
 
 def test_a_slip_rate_outside_zero_one_is_one_line_and_nothing_is_written(tmp_path):
-    res = subprocess.run([sys.executable, str(ROOT / "experiments" / "slip_sweep.py"), "--config",
+    res = forkserver.run([sys.executable, str(ROOT / "experiments" / "slip_sweep.py"), "--config",
                           str(_bad(tmp_path, [0.0, 1.2])), "--out", str(tmp_path / "out")],
                          capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr

@@ -3,7 +3,6 @@ the weights (sft_base.ema), progress that shows what was measured, and a target 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from accelerate import Accelerator
 from gcframe.config import from_dict
 from gcframe.errors import UserError
 from gcframe.pipeline import prepare, sft_base
+from tests import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"task": {"operands": 2, "digits": 1, "n_demos": 60, "n_heldout": 40},
@@ -93,7 +93,7 @@ def test_compare_stops_after_stage1_and_starts_no_method(tmp_path):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
     out = tmp_path / "out"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GCFRAME_CACHE": str(tmp_path / "cache")}
-    res = subprocess.run([sys.executable, "experiments/compare.py", "--config", str(tmp_path / "c.yaml"), "--methods",
+    res = forkserver.run([sys.executable, "experiments/compare.py", "--config", str(tmp_path / "c.yaml"), "--methods",
                           "sft", "--out", str(out), "--no-progress"], capture_output=True, text=True, cwd=ROOT, env=env)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     err = [ln for ln in res.stderr.splitlines() if ln.strip()]

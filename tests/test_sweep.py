@@ -13,6 +13,7 @@ import yaml
 
 from analysis.sweep import paired
 from experiments.sweep_5_2 import maj_at_k, pass_at_k
+from tests import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,7 +59,7 @@ def test_paired_interval_by_hand():
 
 def sweep(*args):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "experiments/sweep_5_2.py", *args, "--no-progress"], cwd=ROOT, env=env,
+    return forkserver.run([sys.executable, "experiments/sweep_5_2.py", *args, "--no-progress"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -150,7 +151,7 @@ def test_bad_input_one_line_exit_2(tiny):
         assert (out / "tiny" / "summary.csv").read_bytes() == before
     finally:
         (out / "env.json").write_text(env)
-    res = subprocess.run([sys.executable, "-m", "analysis.sweep", str(d)], cwd=ROOT, capture_output=True, text=True)
+    res = forkserver.run([sys.executable, "-m", "analysis.sweep", str(d)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 2 and "not a sweep folder" in res.stderr
 
 

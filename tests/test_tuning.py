@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,10 +22,11 @@ sys.path.insert(0, str(ROOT))
 
 from analysis.tuning import expected_max  # noqa: E402
 from experiments.tune import check_spec, choose, edge_rates  # noqa: E402
+from tests import forkserver
 
 
 def compare(*args, **env):
-    return subprocess.run([sys.executable, "experiments/compare.py", *args], cwd=ROOT, capture_output=True, text=True,
+    return forkserver.run([sys.executable, "experiments/compare.py", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=3600, env={**os.environ, "HF_HUB_OFFLINE": "1", **env})  # a safety net only
 
 

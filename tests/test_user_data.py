@@ -4,7 +4,6 @@ code every method uses, and the CLI."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pandas as pd
@@ -14,6 +13,7 @@ import yaml
 
 from gcframe.errors import UserError
 from gcframe.tasks import TaskConfig, build_task
+from tests import forkserver
 from tests.test_resume import COMPARE, TINY_CONFIG, cli_env
 
 ROWS = [{"q": f"{a}+{b}=", "a": str(a + b), "sol": f"{a + b}"} for a in range(10) for b in range(10)]  # 100 rows
@@ -224,7 +224,7 @@ def test_cli_trains_on_user_data_and_rewards(tmp_path, rewards_file):
                         "reward_funcs": ["my_rewards.py:correct", "my_rewards.py:brief"],
                         "step_reward_func": "my_rewards.py:steps"}}
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(config))
-    r = subprocess.run([sys.executable, str(COMPARE), "--config", "cfg.yaml", "--methods", "grpo,grpo_ps", "--out",
+    r = forkserver.run([sys.executable, str(COMPARE), "--config", "cfg.yaml", "--methods", "grpo,grpo_ps", "--out",
                         "out", "--no-progress"], capture_output=True, text=True, env=cli_env(), cwd=tmp_path,
                        timeout=400)  # relative paths, from the user's own folder
     assert r.returncode == 0, r.stderr[-3000:]

@@ -24,6 +24,7 @@ import yaml
 
 from gcframe.tracking import checkpoint, progress
 from gcframe.tracking.log import read_jsonl
+from tests import forkserver
 from tests.test_resume import COMPARE, HANG, ROOT, TINY_CONFIG, cli_env, run_cli, write_config
 
 SUMMARY_COLUMNS = ["method", "seed", "base_accuracy", "initial_accuracy", "final_accuracy", "time_s", "gen_tokens",
@@ -151,7 +152,7 @@ def test_own_data_example_runs_from_another_folder(tmp_path):
     """experiments/own_data: data, reward functions and config; its relative paths are read from its folder, and
     --quick keeps its task.n_heldout (40, where --quick's own 100 would not fit 200 rows)."""
     example = ROOT / "experiments" / "own_data"
-    r = subprocess.run([sys.executable, str(COMPARE), "--config", str(example / "config.yaml"), "--quick",
+    r = forkserver.run([sys.executable, str(COMPARE), "--config", str(example / "config.yaml"), "--quick",
                         "--methods", "grpo", "--steps", "2", "--eval-size", "8", "--out", "out", "--no-progress"],
                        capture_output=True, text=True, env=cli_env(), cwd=tmp_path, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -213,7 +214,7 @@ def test_plain_progress_lines_and_a_bar_on_a_zero_width_pty(monkeypatch):
     window size): a bar that shows the count, not an empty line."""
     snippet = ("import time\nfrom gcframe.tracking import progress\nprogress.PLAIN_EVERY_S = 0.2\n"
                "for i in progress.progress(range(3), desc='stage 1 (SFT base)'):\n    time.sleep(0.5)\n")
-    r = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, env=cli_env(), cwd=ROOT,
+    r = forkserver.run([sys.executable, "-c", snippet], capture_output=True, text=True, env=cli_env(), cwd=ROOT,
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert "stage 1 (SFT base): 3/3 steps" in r.stderr and "(done)" in r.stderr and "\r" not in r.stderr
@@ -277,6 +278,7 @@ class Mine(SFT):
 '''
 
 
+@pytest.mark.slow  # many processes: `pytest -m slow` (pyproject.toml)
 def test_resume_takes_a_moved_methods_from_file(tmp_path):
     """The --methods-from file moved after the run started: --resume names it as gone and says how to give its new
     place; --resume --methods-from NEW is accepted when NEW defines the run's methods (and refused, naming them,
