@@ -11,6 +11,7 @@ import pytest
 import torch
 import yaml
 
+from analysis import families
 from experiments.bench_common import Size, make_trainer
 from gcframe.engine import token_logprobs
 from gcframe.offpolicy import check as offpolicy_check
@@ -309,7 +310,7 @@ def test_the_grid_runs_each_loss_at_its_tuned_rate_with_every_dial_and_its_smoke
     want = {"": (0, "float32", "none"), "@k1": (1, "float32", "none"), "@k4": (4, "float32", "none"),
             "@k16": (16, "float32", "none"), "@k16_tis": (16, "float32", "tis"),
             "@k16_seq_mis": (16, "float32", "seq_mis"), "@k16_naive": (16, "float32", "naive"),
-            "@bf16": (0, "bfloat16", "none"), "@k4_bf16": (4, "bfloat16", "none")}
+            "@bf16": (0, "bfloat16", "none"), "@k4_bf16": (4, "bfloat16", "none"), "@bf16_tis": (0, "bfloat16", "tis")}
     assert sorted(labels) == sorted(f"{loss}{v}" for loss in losses for v in want) and recipe.seeds == [0, 1, 2]
     for loss in losses:
         for variant, (k, dtype, correction) in want.items():
@@ -321,3 +322,13 @@ def test_the_grid_runs_each_loss_at_its_tuned_rate_with_every_dial_and_its_smoke
     qcfg, _ = build_config(quick)
     assert set(method_names(quick, qcfg)) <= set(labels) and qcfg.train.steps == 20
     assert {label.split("@")[0] for label in OFF_POLICY_QUICK.split(",")} == set(losses)
+    # the families the page decides on, declared before the runs: every comparison between two labels of the grid,
+    # each loss against itself (staleness, corrections, the sampler's precision) or at one k (the field's claims)
+    spec = families.check(yaml.safe_load(open(config))["families"])
+    assert set(spec) == {"staleness", "corrections", "bf16_sampler", "field_claims"}
+    pairs = {name: [tuple(p) for p in f["pairs"]] for name, f in spec.items()}
+    assert all(a in labels and b in labels for ps in pairs.values() for a, b in ps)
+    assert all(a.split("@")[0] == b.split("@")[0] for name in ("staleness", "corrections", "bf16_sampler")
+               for a, b in pairs[name])
+    assert len(pairs["staleness"]) == len(pairs["corrections"]) == len(pairs["bf16_sampler"]) == 3 * len(losses)
+    assert len({p for ps in pairs.values() for p in ps}) == sum(map(len, pairs.values()))  # in one family at most
