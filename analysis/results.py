@@ -76,6 +76,8 @@ def from_compare(runs: Path, results: Path, prefix: str = "", families: dict | N
     design.csv and findings.md (the paired test: analysis.findings), pairs.png (its greedy pairs as a matrix),
     evals.csv (every evaluation of every run: `write_evals`), interaction.csv, by_step.csv and
     problems_by_step.csv.gz where the runs evaluated the test problems at several steps (analysis.interaction),
+    staleness.csv, tolerance.csv, ranks.csv, corrections.csv, sampler.csv and claims.csv where a sampler lagged, ran
+    at another precision or was corrected (analysis.off_policy),
     curves.png, gc_view.png, config.yaml, env.json, each name after `prefix` (an earlier stage of the same result);
     families.csv and the family-wise columns where the config declares families (analysis.families): the run
     folder's, else `families` (the recipe config's, for runs started before their config declared them; then written
@@ -126,6 +128,11 @@ def from_compare(runs: Path, results: Path, prefix: str = "", families: dict | N
     write_evals(tables, results / f"{prefix}evals.csv")
     if write_interaction(runs, results, prefix):  # the test problems at several steps of the same runs
         print(f"{results}: the step x method interaction ({prefix}interaction.csv, {prefix}by_step.csv)")
+    from analysis import off_policy
+
+    if off_policy.varied(tables):  # a lagging or lower-precision sampler, or a correction: the off-policy tables
+        off_policy.write(runs, results, prefix, tables)
+        print(f"{results}: the off-policy tables ({prefix}staleness.csv, {prefix}corrections.csv, ...)")
     write_base_curve(runs, results / f"{prefix}base_curve.csv")
     if (runs / "tune" / "tune.csv").is_file():  # compare.py --tune: every trial's validation accuracy, the figure
         from analysis import tuning

@@ -1,0 +1,79 @@
+"""analysis.off_policy: each loss against itself at k = 0, the tolerance read off the family-wise verdicts, the
+difference in differences of the field's claims, checked on outcomes set by hand."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import off_policy
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEMS = [0, 1, 2, 3]
+# the greedy outcome of problems 0-3 at seeds 0 and 1
+SET = {
+    "grpo": ([1, 1, 1, 1], [1, 1, 1, 0]),
+    "grpo@k16": ([1, 0, 1, 0], [0, 1, 1, 0]),
+    "cispo": ([1, 1, 1, 1], [1, 1, 1, 0]),
+    "cispo@k16": ([1, 1, 1, 1], [1, 1, 1, 0]),  # loses nothing
+    "grpo@bf16_tis": ([1, 1, 1, 1], [1, 1, 1, 0]),
+}
+PLACE = {"grpo": ("grpo", 0, "float32", "none"), "grpo@k16": ("grpo", 16, "float32", "none"),
+         "cispo": ("cispo", 0, "float32", "none"), "cispo@k16": ("cispo", 16, "float32", "none"),
+         "grpo@bf16_tis": ("grpo", 0, "bfloat16", "tis")}
+
+
+def _frames():
+    outcomes = pd.DataFrame([{"method": m, "seed": s, "problem": p, "greedy": float(y[s][p])}
+                             for m, y in SET.items() for s in (0, 1) for p in PROBLEMS])
+    frame = pd.DataFrame([{"method": m, "seed": s, "loss": loss, "k": k, "dtype": d, "correction": c,
+                           "mismatch_kl_k3": 0.01 * k}
+                          for m, (loss, k, d, c) in PLACE.items() for s in (0, 1)])
+    return frame, outcomes
+
+
+def test_each_loss_against_itself_at_k0():
+    frame, outcomes = _frames()
+    table = off_policy.staleness(frame, outcomes).set_index("loss")
+    # grpo@k16 − grpo per (seed, problem): seed 0 (0, −1, 0, −1), seed 1 (−1, 0, 0, 0): −3/8
+    assert table.loc["grpo", "Δ"] == pytest.approx(-0.375) and table.loc["cispo", "Δ"] == 0
+    assert table.loc["grpo", "accuracy"] == pytest.approx((2 / 4 + 2 / 4) / 2)  # 0.5 on both seeds
+    assert table.loc["grpo", "accuracy at k = 0"] == pytest.approx((4 / 4 + 3 / 4) / 2)
+    assert table.loc["grpo", "KL(μ‖π_old) k3"] == pytest.approx(0.16)  # the runs' logged mean, 0.01 · 16
+    # Holm over the two: the smaller p is multiplied by 2, the larger kept (at least the first)
+    p = table["p"].sort_values()
+    assert table["Holm p"].sort_values().tolist() == pytest.approx([min(1, 2 * p.iloc[0]), max(min(1, 2 * p.iloc[0]),
+                                                                                              p.iloc[1])])
+
+
+def test_tolerance_stops_at_the_first_k_separated():
+    table = pd.DataFrame([{"loss": "a", "k": k, "separated family-wise": sep, "detectable": d}
+                          for k, sep, d in [(1, False, 0.05), (4, True, 0.06), (16, False, 0.2)]]
+                         + [{"loss": "b", "k": k, "separated family-wise": False, "detectable": 0.1 * k}
+                            for k in (1, 4, 16)])
+    tol = off_policy.tolerance(table).set_index("loss")
+    # a: k = 1 holds, k = 4 is separated; k = 16 not being separated does not count (it comes after a separation)
+    assert tol.loc["a", "largest k not separated from k = 0"] == 1 and tol.loc["a", "first k separated"] == 4
+    assert tol.loc["a", "detectable there"] == 0.05
+    assert tol.loc["b", "largest k not separated from k = 0"] == 16 and pd.isna(tol.loc["b", "first k separated"])
+
+
+def test_the_claims_are_differences_in_differences():
+    frame, outcomes = _frames()
+    rows = off_policy.claims(frame, outcomes).set_index("claim")
+    # (cispo@k16 − cispo) − (grpo@k16 − grpo) = 0 − (−3/8) = +0.375: CISPO lost less
+    did = rows.loc["cispo loses less than grpo from k = 0 to k = 16"]
+    assert did["Δ"] == pytest.approx(0.375) and did["lo"] < 0.375 < did["hi"]
+    assert did["contrast"] == "(cispo@k16 − cispo) − (grpo@k16 − grpo)"
+    tis = rows.loc["token TIS recovers the float32 sampler's accuracy under a bfloat16 one (grpo)"]
+    assert tis["Δ"] == 0 and not tis["separated family-wise"]  # set equal to grpo's outcomes
+    assert len(rows) == 2  # no dapo and no gspo here: their claims are left out, not made up
+
+
+def test_a_folder_that_is_not_there_is_one_line():
+    r = subprocess.run([sys.executable, "-m", "analysis.off_policy", str(ROOT / "no-such-folder")],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "is not a folder" in r.stderr
