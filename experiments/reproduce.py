@@ -223,6 +223,13 @@ RECIPES = {
         "sized to 2.5 h of two one-thread processes (experiments/configs/off_policy.yaml)", "compare",
         "off_policy.yaml", [0, 1, 2],
         quick=["--quick", "--steps", "20", "--methods", OFF_POLICY_QUICK]),
+    "distillation": Recipe(
+        "a teacher beside the checker: on-policy distillation (opd) and SFT on the teacher's completions (sft_teacher), "
+        "the teacher the clean annotator's stage 1 of each seed (teacher: clean_base), against sft_filtered, sft_clean, "
+        "dapo, reinforce_pp and ppo; every arm tuned at the default's budget on this machine, 3 seeds from the "
+        "default's bases, the 500 test problems (experiments/configs/distillation.yaml)", "compare",
+        "distillation.yaml", [0, 1, 2], args=["--tune"],
+        quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "opd,sft_teacher,sft_filtered"]),
     "slip_sweep": Recipe("the annotator's slip rate as a dial: the default comparison at slip 0, 0.4, 0.8 and 0.9 "
                          "(sft, sft_filtered and three RL methods, 3 seeds, a base per seed) and each RL method's "
                          "greedy gain over the better SFT baseline", "command",

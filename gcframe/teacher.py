@@ -2,11 +2,13 @@
 
 On-policy distillation (methods/opd.py) trains on the student's samples with the teacher's log-probability of each
 sampled token beside them; sequence-level distillation (methods/sft_teacher.py) imitates the teacher's completions.
-Either way the teacher is a Hugging Face model folder (`methods.<name>.teacher`), loaded once per run, frozen, in
-the run's dtype, and it must share the student's tokenizer: the same token ids mean the same strings, so that
-log π_T(o_t | q, o_<t) is the teacher's probability of the very token the student sampled.
+Either way the teacher is a Hugging Face model folder (`methods.<name>.teacher`), or on the tiny model `clean_base`
+(CLEAN_BASE), loaded once per run, frozen, in the run's dtype, and it must share the student's tokenizer: the same
+token ids mean the same strings, so that log π_T(o_t | q, o_<t) is the teacher's probability of the very token the
+student sampled.
 
     teacher_path(value, label)          the folder, checked before anything trains (a one-line UserError)
+    clean_base(cfg, accelerator)        CLEAN_BASE's folder: stage 1 on the exact annotator's demonstrations, cached
     check_tokenizer(path, tok, ...)     the teacher's tokenizer and vocabulary equal the student's, or one line
     load_teacher(ctx, path)             the frozen teacher, once per run (ctx's frozen models)
     teacher_columns(teacher, ...)       log π_T(o_t) [N, T] and, for vOPD's baseline, KL(π_θ ‖ π_T) per position
@@ -23,11 +25,39 @@ from gcframe.engine import position_ids
 from gcframe.errors import UserError
 
 
+CLEAN_BASE = "clean_base"
+"""`teacher: clean_base`, the toy's teacher: the tiny Llama's stage 1 trained again, same model, seed and problems,
+on demonstrations written by the exact annotator (task.demo_slip and task.demo_noise 0), cached with the SFT bases
+(gcframe.pipeline.sft_base, its own key). Its information is the clean annotator's, the information `sft_clean`
+imitates, so a distillation arm against `sft_clean` varies how that information is delivered (a model's dense
+per-token judgement, or its demonstrations), and against `sft_filtered` who supplies it (a teacher, or the checker)."""
+
+
+def clean_base(cfg, accelerator, label: str = "opd", show_progress: bool = True):
+    """(folder, info) of the clean annotator's SFT base for this run's config (CLEAN_BASE), trained on first use."""
+    import copy
+    import dataclasses
+
+    from gcframe import pipeline
+
+    if cfg.model.path:
+        raise UserError(f"methods.{label}.teacher: {CLEAN_BASE} trains the tiny Llama on clean demonstrations, and "
+                        f"this run starts from a pretrained model ({cfg.model.path}): give the teacher's model folder")
+    clean = copy.deepcopy(cfg)
+    clean.task = dataclasses.replace(cfg.task, demo_slip=0.0, demo_noise=0.0)
+    clean, task = pipeline.prepare(clean)
+    return pipeline.sft_base(clean, task, accelerator, show_progress)
+
+
 def teacher_path(value: str | None, label: str) -> str:
-    """The teacher folder of method `label`, or a one-line UserError: none given, or no model folder there."""
+    """The teacher folder of method `label`, or a one-line UserError: none given, or no model folder there
+    (CLEAN_BASE is returned as given: its folder is made when the run starts, `clean_base`)."""
     if not value:
         raise UserError(f"method '{label}' distils a teacher, and none is given: set methods.{label}.teacher to a "
-                        "model folder that shares the student's tokenizer (config.json + weights + tokenizer)")
+                        "model folder that shares the student's tokenizer (config.json + weights + tokenizer), or "
+                        f"to {CLEAN_BASE} on the tiny model (gcframe.teacher.CLEAN_BASE)")
+    if value == CLEAN_BASE:
+        return value
     path = os.path.expanduser(str(value))
     if not os.path.isdir(path):
         raise UserError(f"methods.{label}.teacher: no model folder at '{value}' (it does not exist): give a Hugging "
@@ -124,16 +154,28 @@ class WithTeacher:
 
     @classmethod
     def check_run(cls, cfg, label: str) -> None:
-        """Before anything trains: a teacher is given and its folder exists (one line each)."""
+        """Before anything trains: a teacher is given and its folder exists, or it is CLEAN_BASE on the tiny model
+        (one line each)."""
         super().check_run(cfg, label)
-        teacher_path(own_options(cls, cfg, label).teacher, label)
+        if teacher_path(own_options(cls, cfg, label).teacher, label) == CLEAN_BASE and cfg.model.path:
+            raise UserError(f"methods.{label}.teacher: {CLEAN_BASE} trains the tiny Llama on clean demonstrations, "
+                            f"and this run starts from a pretrained model ({cfg.model.path}): give the teacher's model "
+                            "folder")
 
     @classmethod
     def check_model(cls, cfg, task, tok) -> None:
-        """Before any run starts: the teacher shares the student's tokenizer (both named in the one line)."""
+        """Before any run starts: the teacher shares the student's tokenizer (both named in the one line); CLEAN_BASE
+        is the student's own tiny Llama and character tokenizer."""
         path = teacher_path(own_options(cls, cfg, cls.name).teacher, cls.name)
-        check_tokenizer(path, tok, cls.name, cfg.model.path or "the SFT base")
+        if path != CLEAN_BASE:
+            check_tokenizer(path, tok, cls.name, cfg.model.path or "the SFT base")
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
-        self.teacher = load_teacher(ctx, teacher_path(cfg.teacher, self.name), self.name)
+        path = teacher_path(cfg.teacher, self.name)
+        if path == CLEAN_BASE:  # made (or read from the cache) before the run's first step; its accuracy is logged
+            folder, info = clean_base(ctx.cfg, ctx.acc, self.name)
+            path = str(folder)
+            ctx.acc.print(f"{self.name}: teacher {CLEAN_BASE}, {path} (greedy accuracy "
+                          f"{info.get('eval_accuracy', float('nan')):.3f} on the run's held-out problems)")
+        self.teacher = load_teacher(ctx, path, self.name)

@@ -138,6 +138,48 @@ def test_sft_teacher_trains_on_the_teachers_greedy_completions(tiny, tmp_path):
                        torch.ones_like(batch.completion_mask))
 
 
+# -- the toy's teacher: clean_base ----------------------------------------------------------------------------------
+def test_clean_base_is_stage_1_on_the_exact_annotator_cached_beside_the_bases(tmp_path):
+    """`teacher: clean_base` loads the SFT base of the same config with task.demo_slip and demo_noise 0: a base of
+    its own (its own cache key), trained once; the student starts from the slipped base."""
+    import dataclasses
+
+    from accelerate import Accelerator
+
+    from gcframe import pipeline
+    from gcframe.config import from_dict
+    from gcframe.teacher import CLEAN_BASE
+    from gcframe.trainer import Trainer
+
+    raw = {**TINY_CONFIG, "task": {**TINY_CONFIG["task"], "demo_slip": 0.9},
+           "methods": {"opd": {"teacher": CLEAN_BASE}}}
+    cfg, task = pipeline.prepare(from_dict(raw))
+    acc = Accelerator(cpu=True)
+    base_dir, _ = pipeline.sft_base(cfg, task, acc, show_progress=False)
+    tr = Trainer(cfg, "opd", tmp_path / "opd", base_dir, task, acc, show_progress=False)
+    clean = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, demo_slip=0.0, demo_noise=0.0))
+    key = pipeline.base_key(clean)
+    assert key != base_dir.name and (base_dir.parent / key / "base_info.json").is_file()
+    folder_weights = {k: v.clone() for k, v in tr.method.teacher.state_dict().items()}
+    from gcframe.modeling import load_model_and_tokenizer
+
+    cached, _ = load_model_and_tokenizer(str(base_dir.parent / key))
+    assert all(torch.equal(folder_weights[k], v) for k, v in cached.state_dict().items())  # that base, loaded
+    student, _ = load_model_and_tokenizer(str(base_dir))
+    assert any(not torch.equal(folder_weights[k], v) for k, v in student.state_dict().items())
+
+
+def test_clean_base_with_a_pretrained_model_is_refused(tmp_path):
+    from gcframe.config import from_dict
+    from gcframe.teacher import CLEAN_BASE
+
+    cfg = from_dict({**TINY_CONFIG, "methods": {"opd": {"teacher": CLEAN_BASE}}})
+    cfg.model.path = str(tmp_path / "a-pretrained-model")
+    with pytest.raises(UserError, match="clean_base trains the tiny Llama on clean demonstrations, and this run starts "
+                                        "from a pretrained model"):
+        get_method("opd").check_run(cfg, "opd")
+
+
 # -- refusals -------------------------------------------------------------------------------------------------------
 def _method_names(method: str, options: dict):
     from experiments.compare_config import method_names
@@ -190,3 +232,34 @@ def test_every_method_means_those_that_can_run_without_inputs():
     from gcframe.config import from_dict
 
     assert method_names(NS(methods=None), from_dict(TINY_CONFIG)) == plain
+
+
+# -- the head to head (experiments/configs/distillation.yaml, reproduce.py distillation) -----------------------------
+def test_the_distillation_grid_tunes_every_arm_and_distils_the_clean_base():
+    from pathlib import Path
+
+    from analysis import families
+    from experiments.compare import parse_args
+    from experiments.compare_config import build_config, method_names, run_config
+    from experiments.reproduce import RECIPES
+    from gcframe.teacher import CLEAN_BASE
+
+    recipe = RECIPES["distillation"]
+    config = Path(__file__).resolve().parents[1] / "experiments" / "configs" / recipe.config
+    args = parse_args(["--config", str(config)])
+    cfg, _ = build_config(args)
+    labels = method_names(args, cfg)
+    assert labels == ["opd", "sft_teacher", "sft_filtered", "sft_clean", "dapo", "reinforce_pp", "ppo"]
+    assert "--tune" in recipe.args and recipe.seeds == [0, 1, 2]  # every arm tuned at the same budget
+    default = yaml.safe_load((config.parent / "default.yaml").read_text())
+    raw = yaml.safe_load(config.read_text())
+    assert {k: raw[k] for k in ("task", "sft_base", "train", "reward_model")} == \
+        {k: default[k] for k in ("task", "sft_base", "train", "reward_model")}  # the default's design, verbatim
+    assert raw["tune"]["lr"] == default["tune"]["lr"] and raw["tune"]["seeds"] == default["tune"]["seeds"]
+    for label in ("opd", "sft_teacher"):
+        assert run_config(cfg, label, 1)[1].methods[label]["teacher"] == CLEAN_BASE
+    spec = families.check(raw["families"])
+    pairs = [tuple(p) for f in spec.values() for p in f["pairs"]]
+    assert all(a in labels and b in labels for a, b in pairs) and len(set(pairs)) == len(pairs)
+    quick = parse_args(["--config", str(config), *recipe.quick])
+    assert set(method_names(quick, build_config(quick)[0])) <= set(labels)
