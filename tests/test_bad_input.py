@@ -261,7 +261,8 @@ def _run_with_env(tmp: Path, name: str) -> subprocess.CompletedProcess:
             env.pop(k, None)
         else:
             env[k] = v.replace("{tmp}", str(tmp))
-    return forkserver.run([sys.executable, str(COMPARE), *_case_args(tmp, name)], capture_output=True, text=True,
+    # a fresh interpreter: these variables are read while huggingface_hub is imported (tests/forkserver.py)
+    return subprocess.run([sys.executable, str(COMPARE), *_case_args(tmp, name)], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=300)
 
 
