@@ -230,6 +230,12 @@ RECIPES = {
         "default's bases, the 500 test problems (experiments/configs/distillation.yaml)", "compare",
         "distillation.yaml", [0, 1, 2], args=["--tune"],
         quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "opd,sft_teacher,sft_filtered"]),
+    "new_losses": Recipe(
+        "the losses that join the default's table when it is next re-made: dual-clip PPO, Lite PPO, Kimi's quadratic "
+        "penalty, DPPO, GMPO, Clip-Cov, KL-Cov, MaxRL and RPO, each against the method it modifies (PPO, GRPO, DPO) and "
+        "sft_filtered; every arm tuned at the default's budget on this machine, 3 seeds from the default's bases, the "
+        "500 test problems (experiments/configs/new_losses.yaml)", "compare", "new_losses.yaml", [0, 1, 2],
+        args=["--tune"], quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "dual_clip_ppo,gmpo,rpo,grpo"]),
     "slip_sweep": Recipe("the annotator's slip rate as a dial: the default comparison at slip 0, 0.4, 0.8 and 0.9 "
                          "(sft, sft_filtered and three RL methods, 3 seeds, a base per seed) and each RL method's "
                          "greedy gain over the better SFT baseline", "command",

@@ -217,3 +217,31 @@ def test_on_policy_gc_is_the_advantage(name):
     m.prepare(b)
     del b.data["old_logp"]
     assert torch.equal(m.coefficients(b, logp), b.data["advantages"])
+
+
+# -- their head to head (experiments/configs/new_losses.yaml, reproduce.py new_losses) -------------------------------
+def test_the_new_losses_grid_pairs_each_loss_with_the_method_it_modifies():
+    from pathlib import Path
+
+    import yaml
+
+    from analysis import families
+    from experiments.compare import parse_args
+    from experiments.compare_config import build_config, method_names
+    from experiments.reproduce import RECIPES
+    from methods import REGISTRY
+
+    recipe = RECIPES["new_losses"]
+    config = Path(__file__).resolve().parents[1] / "experiments" / "configs" / recipe.config
+    args = parse_args(["--config", str(config)])
+    labels = method_names(args, build_config(args)[0])
+    raw, default = (yaml.safe_load((config.parent / f).read_text()) for f in (recipe.config, "default.yaml"))
+    design = ("task", "sft_base", "train", "reward_model")
+    assert {k: raw[k] for k in design} == {k: default[k] for k in design} and raw["tune"]["lr"] == default["tune"]["lr"]
+    assert "--tune" in recipe.args and recipe.seeds == [0, 1, 2]
+    spec = families.check(raw["families"])
+    parents = [tuple(p) for p in spec["over_parent"]["pairs"]]
+    assert {a for a, _ in parents} == set(labels) - {"ppo", "grpo", "dpo", "sft_filtered"}  # every new loss, once
+    assert all(issubclass(REGISTRY[a], REGISTRY[b]) for a, b in parents)  # against the class it extends
+    quick = parse_args(["--config", str(config), *recipe.quick])
+    assert set(method_names(quick, build_config(quick)[0])) <= set(labels)
