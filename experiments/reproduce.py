@@ -5,6 +5,7 @@
     python experiments/reproduce.py default --seeds 0       # one seed, beside results/ (compare with its summary.csv)
     python experiments/reproduce.py default --quick         # a smoke run into runs/reproduce-quick (results/ untouched)
     python experiments/reproduce.py --all                   # everything, in the order listed
+    python experiments/reproduce.py default --backend ray --address auto   # the cells on a Ray cluster
     python -m analysis.results                              # re-render the README's and docs' tables from results/
 
 Resumable: the same command again skips finished seeds and continues a killed one from its checkpoint.
@@ -369,7 +370,21 @@ def parse_args(argv=None):
     p.add_argument("--seeds", help="compare results: comma-separated seeds (default: the result's own)")
     p.add_argument("--runs", default=str(ROOT / "runs" / "reproduce"), help="where the runs go")
     p.add_argument("--results", default=str(ROOT / "results"), help="where the result folders go")
-    return p.parse_args(argv)
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="compare results: where their cells train (compare.py --backend; ray: pip install \".[ray]\"); "
+                        "the re-scoring of their final models stays on this machine")
+    p.add_argument("--address", metavar="ADDR", help="with --backend ray: the Ray cluster to join (compare.py --address)")
+    args = p.parse_args(argv)
+    if args.address and args.backend != "ray":
+        raise UserError("--address joins a Ray cluster: give it with --backend ray")
+    return args
+
+
+def backend_args(args) -> list[str]:
+    """What every compare.py command of this reproduction adds: the backend its cells train on."""
+    if getattr(args, "backend", "local") != "ray":
+        return []
+    return ["--backend", "ray", *(["--address", args.address] if args.address else [])]
 
 
 def chosen(args) -> list[str]:
@@ -403,7 +418,7 @@ def repo_relative(path: Path) -> str:
         return str(path)
 
 
-def compare_cells(recipe: Recipe, seeds: list[int], out: Path, quick: bool) -> None:
+def compare_cells(recipe: Recipe, seeds: list[int], out: Path, quick: bool, backend: list[str] = ()) -> None:
     """A compare result into one compare.py folder, every seed in it. The first process starts it; a second one
     (or a later one, after a kill) resumes it; compare.py's own claim files (OUT/<method>/seed<k>.claim) then split
     the method x seed cells between whichever processes are running, and the last one to finish writes
@@ -419,7 +434,7 @@ def compare_cells(recipe: Recipe, seeds: list[int], out: Path, quick: bool) -> N
             if not (out / "config.yaml").exists():
                 run(["experiments/compare.py", "--config", repo_relative(CONFIGS / recipe.config),
                      "--seeds", ",".join(map(str, seeds)), "--out", repo_relative(out), *recipe.args,
-                     *(recipe.quick if quick else [])])
+                     *(recipe.quick if quick else []), *backend])
                 return
         finally:
             claims.release(start)
@@ -427,7 +442,7 @@ def compare_cells(recipe: Recipe, seeds: list[int], out: Path, quick: bool) -> N
         print(f"{out}: another process is starting it; this one joins once its config.yaml is written", flush=True)
         while not (out / "config.yaml").exists() and claims.holder(start):
             time.sleep(2)
-    run(["experiments/compare.py", "--resume", repo_relative(out)])
+    run(["experiments/compare.py", "--resume", repo_relative(out), *backend])
 
 
 def reproduce(name: str, args) -> Path | None:
@@ -444,7 +459,8 @@ def reproduce(name: str, args) -> Path | None:
             b = recipe.base_run
             stage = runs.with_name(f"{runs.name}-{b['method']}")
             compare_cells(Recipe(f"{name}: {b['method']} stage", "compare", b["config"], [b["seed"]],
-                                 args=["--methods", b["method"]], quick=["--quick"]), [b["seed"]], stage, args.quick)
+                                 args=["--methods", b["method"]], quick=["--quick"]), [b["seed"]], stage, args.quick,
+                          backend_args(args))
             if not wait_for(stage, stage / "summary.csv", f"{name}: its {b['method']} stage"):
                 print(f"{name}: its {b['method']} stage is still running elsewhere; run the same command again later")
                 return None
@@ -455,7 +471,7 @@ def reproduce(name: str, args) -> Path | None:
         if check:
             runs = runs.with_name(f"{name}-seeds{'-'.join(map(str, seeds))}")
             results = runs / "results"
-        compare_cells(recipe, seeds, runs, args.quick)
+        compare_cells(recipe, seeds, runs, args.quick, backend_args(args))
         if not wait_for(runs, runs / "summary.csv", f"{name}: its last cells"):
             print(f"{name}: cells still running elsewhere; the last process to finish writes {results}")
             return None

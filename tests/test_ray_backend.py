@@ -104,3 +104,24 @@ def test_the_ray_backend_gives_the_local_paths_results(tmp_path):
     assert "ray: tuning trial: 8/8 done, 0 running or queued, 0 failed" in ray.stdout  # 2 methods x 2 rates x 2 seeds
     assert "ray: run: 2/2 done, 0 running or queued, 0 failed" in ray.stdout
     assert results_differences(tmp_path / "local", tmp_path / "ray") == []
+
+
+def test_reproduce_passes_the_backend_to_every_compare_command(monkeypatch, tmp_path):
+    """reproduce.py --backend ray --address A: the comparison's first command and its resumption both train their
+    cells on Ray (what runs is recorded here, nothing trains); without --backend ray, --address is refused."""
+    from experiments import reproduce
+    from gcframe.errors import UserError
+
+    commands = []
+    monkeypatch.setattr(reproduce, "run", lambda cmd: commands.append(cmd))
+    args = reproduce.parse_args(["default", "--backend", "ray", "--address", "auto"])
+    out = tmp_path / "default"
+    reproduce.compare_cells(reproduce.RECIPES["default"], [0], out, False, reproduce.backend_args(args))
+    out.mkdir()
+    (out / "config.yaml").write_text("{}")  # started: the same command now resumes it
+    reproduce.compare_cells(reproduce.RECIPES["default"], [0], out, False, reproduce.backend_args(args))
+    assert [c[1] for c in commands] == ["--config", "--resume"]
+    assert all(c[-4:] == ["--backend", "ray", "--address", "auto"] for c in commands)
+    assert reproduce.backend_args(reproduce.parse_args(["default"])) == []
+    with pytest.raises(UserError, match="--address joins a Ray cluster: give it with --backend ray"):
+        reproduce.parse_args(["default", "--address", "auto"])
