@@ -152,7 +152,7 @@ def test_a_check_with_other_seeds_never_overwrites_the_committed_result(tmp_path
     import reproduce
 
     seen = {}
-    monkeypatch.setattr(reproduce, "compare_cells", lambda recipe, seeds, runs, quick: seen.update(runs=runs))
+    monkeypatch.setattr(reproduce, "compare_cells", lambda recipe, seeds, runs, quick, backend: seen.update(runs=runs))
     monkeypatch.setattr(results, "from_compare", lambda runs, res, **kw: seen.update(results=res))
     monkeypatch.setattr(reproduce, "run", lambda cmd: seen.update(rescore=cmd))  # the test-set re-scoring
     monkeypatch.setattr(reproduce, "rescored", lambda runs, args: True)
@@ -174,7 +174,8 @@ def test_a_pipeline_recipe_chains_its_stages_and_rescores(tmp_path, monkeypatch)
     cells, cmds, collected = [], [], []
     write_base = False
 
-    def compare_cells(recipe, seeds, runs, quick):
+    def compare_cells(recipe, seeds, runs, quick, backend):
+        assert not backend  # the local backend: nothing added to its compare.py commands
         cells.append((recipe.config, seeds, runs, list(recipe.args)))
         runs.mkdir(parents=True, exist_ok=True)
         (runs / "summary.csv").write_text("method,seed\n")
