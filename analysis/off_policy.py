@@ -1,6 +1,6 @@
 """What an off-policy grid shows (experiments/configs/off_policy.yaml, docs/concepts/off-policy.md):
 
-    python -m analysis.off_policy OUT [--to DIR]        # DIR (default OUT/report): the six tables below
+    python -m analysis.off_policy OUT [--to DIR]        # DIR (default OUT/report): the six tables and the figure below
 
 Each run is placed by its own config (train.staleness k, train.sampler_dtype, train.correction), its loss by its
 method, so labels are free. Accuracy is each run's last evaluation, greedy, per problem (RUN/problems.jsonl); every
@@ -18,6 +18,7 @@ the tokens the correction truncated or masked (correction_frac) and of the token
     ranks.csv         the losses ranked by accuracy at each k (mean over seeds)
     corrections.csv   at the largest k, each correction against none, Holm over the family
     sampler.csv       a bfloat16 sampler against float32 at each k, and each correction on it against none
+    staleness.png     accuracy against k per loss, and each correction at the largest k beside none
     claims.csv        the field's claims, each a planned contrast, Holm over the four:
                       ScaleRL: CISPO tolerates staleness better than GRPO, and than DAPO: the difference in
                       differences (y_CISPO,K − y_CISPO,0) − (y_GRPO,K − y_GRPO,0) per seed and problem;
@@ -240,7 +241,38 @@ def write(out: Path, to: Path, prefix: str = "", runs=None) -> list[Path]:
         path = to / f"{prefix}{name}.csv"
         table.to_csv(path, index=False, float_format="%.4g")
         written.append(path)
+    if len(frame["k"].unique()) > 1:
+        written.append(figure(frame, outcomes, to / f"{prefix}staleness.png"))
     return written
+
+
+def figure(frame: pd.DataFrame, outcomes: pd.DataFrame, path: Path) -> Path:
+    """Accuracy against k, one line per loss (float32 sampler, no correction; each point the mean over seeds, the
+    bar their SD), and at the largest k each correction beside none."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    acc = outcomes.groupby(["method", "seed"])["greedy"].mean().rename("accuracy").reset_index()
+    data = frame.drop_duplicates(["method", "seed"]).merge(acc, on=["method", "seed"])
+    ks = sorted(data["k"].unique())
+    plain = data[(data["dtype"] == "float32") & (data["correction"] == "none")]
+    top = data[(data["k"] == ks[-1]) & (data["dtype"] == "float32")]
+    dodge = 0.3 if data["loss"].nunique() > 1 else False  # seaborn divides by the number of losses less one
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
+    sns.pointplot(plain, x="k", y="accuracy", hue="loss", order=ks, errorbar="sd", dodge=dodge, ax=axes[0])
+    axes[0].set(xlabel="staleness k (optimiser steps the sampler lags)", ylabel="greedy accuracy, test",
+                title="each loss as its sampler lags")
+    sns.pointplot(top, x="correction", y="accuracy", hue="loss", errorbar="sd", dodge=dodge, ax=axes[1],
+                  linestyle="none",  # categories, not an order: no line between them
+                  order=sorted(top["correction"].unique(), key=lambda c: (c != "none", c)), legend=False)
+    axes[1].set(xlabel=f"correction at k = {ks[-1]}", ylabel="", title="what each correction recovers")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 @cli_entry

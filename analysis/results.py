@@ -76,8 +76,8 @@ def from_compare(runs: Path, results: Path, prefix: str = "", families: dict | N
     design.csv and findings.md (the paired test: analysis.findings), pairs.png (its greedy pairs as a matrix),
     evals.csv (every evaluation of every run: `write_evals`), interaction.csv, by_step.csv and
     problems_by_step.csv.gz where the runs evaluated the test problems at several steps (analysis.interaction),
-    staleness.csv, tolerance.csv, ranks.csv, corrections.csv, sampler.csv and claims.csv where a sampler lagged, ran
-    at another precision or was corrected (analysis.off_policy),
+    staleness.csv, tolerance.csv, ranks.csv, corrections.csv, sampler.csv, claims.csv and staleness.png where a
+    sampler lagged, ran at another precision or was corrected (analysis.off_policy),
     curves.png, gc_view.png, config.yaml, env.json, each name after `prefix` (an earlier stage of the same result);
     families.csv and the family-wise columns where the config declares families (analysis.families): the run
     folder's, else `families` (the recipe config's, for runs started before their config declared them; then written

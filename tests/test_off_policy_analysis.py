@@ -77,3 +77,11 @@ def test_a_folder_that_is_not_there_is_one_line():
     r = subprocess.run([sys.executable, "-m", "analysis.off_policy", str(ROOT / "no-such-folder")],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "is not a folder" in r.stderr
+
+
+def test_the_figure_draws_one_loss_and_many(tmp_path):
+    """One loss (seaborn's dodge divides by the number of losses less one) and two: a PNG each."""
+    frame, outcomes = _frames()
+    for name, keep in (("one", frame["loss"] == "grpo"), ("two", frame["loss"].notna())):
+        path = off_policy.figure(frame[keep], outcomes, tmp_path / f"{name}.png")
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
