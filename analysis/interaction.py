@@ -53,8 +53,8 @@ def interaction(df: pd.DataFrame, a: str, b: str, early: int, late: int) -> dict
                 steps = sorted(df[df["method"] == m]["step"].unique())
                 raise UserError(f"{m} has no evaluation at step {step} (its steps: {', '.join(map(str, steps)) or 'none'})"
                                 ": evaluate at both steps (train.eval_every)")
-    ya_l, yb_l, seeds, problems = paired._tables(frame, f"{a}|{late}", f"{b}|{late}", "greedy")
-    ya_e, yb_e, seeds_e, problems_e = paired._tables(frame, f"{a}|{early}", f"{b}|{early}", "greedy")
+    ya_l, yb_l, seeds, problems = paired.outcome_tables(frame, f"{a}|{late}", f"{b}|{late}", "greedy")
+    ya_e, yb_e, seeds_e, problems_e = paired.outcome_tables(frame, f"{a}|{early}", f"{b}|{early}", "greedy")
     if (seeds, problems) != (seeds_e, problems_e):
         raise UserError(f"{a} and {b} were evaluated on other problems or seeds at step {early} than at {late}: the "
                         "interaction pairs each problem with itself")

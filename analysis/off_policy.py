@@ -179,8 +179,8 @@ def did(outcomes: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]) -> dict:
     and B = (B1, B0) are labels; the four runs must share their seeds and problems."""
     from analysis import paired
 
-    ya1, ya0, seeds, problems = paired._tables(outcomes, *a, "greedy")
-    yb1, yb0, seeds_b, problems_b = paired._tables(outcomes, *b, "greedy")
+    ya1, ya0, seeds, problems = paired.outcome_tables(outcomes, *a, "greedy")
+    yb1, yb0, seeds_b, problems_b = paired.outcome_tables(outcomes, *b, "greedy")
     if (seeds, problems) != (seeds_b, problems_b):
         raise UserError(f"{a} and {b} were not evaluated on the same seeds and problems: the difference in "
                         "differences pairs all four runs problem by problem")

@@ -136,7 +136,7 @@ def t_interval(diff: float, var: float, df: float, level: float = 0.95) -> dict:
                 separated=bool(diff - half > 0 or diff + half < 0), p=p)
 
 
-def _tables(df: pd.DataFrame, a: str, b: str, metric: str):
+def outcome_tables(df: pd.DataFrame, a: str, b: str, metric: str):
     """(y_A, y_B, seeds, problems): S × P tables on the seeds both methods have, refused in one line when the runs
     were scored on different problems, a row repeats, or a value is missing."""
     if a == b:
@@ -190,8 +190,8 @@ def probability_of_improvement(xa, xb) -> float:
 def paired_difference(df: pd.DataFrame, a: str, b: str, metric: str, level: float = 0.95, tables=None) -> dict:
     """mean(y_A − y_B) over the seeds both have and their problems, its two-way interval (module docstring) and
     P(A > B). `levels` is "problems" with 1 seed: the interval then ignores seed-to-seed variation. `tables`: the
-    pair's `_tables`, where the caller has them already."""
-    ya, yb, seeds, problems = tables or _tables(df, a, b, metric)
+    pair's `outcome_tables`, where the caller has them already."""
+    ya, yb, seeds, problems = tables or outcome_tables(df, a, b, metric)
     tw = two_way(ya - yb)
     out = dict(a=a, b=b, metric=metric, **t_interval(tw["diff"], tw["var"], tw["df"], level),
                p_improve=probability_of_improvement(ya.mean(axis=1), yb.mean(axis=1)),
@@ -202,7 +202,7 @@ def paired_difference(df: pd.DataFrame, a: str, b: str, metric: str, level: floa
 def unpaired_difference(df: pd.DataFrame, a: str, b: str, metric: str, level: float = 0.95, tables=None) -> dict:
     """The same difference with A and B taken as independent: each mean's own two-way variance, added, ν by
     Satterthwaite over both. What pairing buys is the ratio of the paired to this half-width."""
-    ya, yb, seeds, problems = tables or _tables(df, a, b, metric)
+    ya, yb, seeds, problems = tables or outcome_tables(df, a, b, metric)
     ta, tb = two_way(ya), two_way(yb)
     df_ = _satterthwaite([(ta["var"], ta["df"]), (tb["var"], tb["df"])])
     return dict(a=a, b=b, metric=metric, **t_interval(ta["diff"] - tb["diff"], ta["var"] + tb["var"], df_, level),
@@ -248,7 +248,7 @@ def pairwise(df: pd.DataFrame, metrics=None, methods=None) -> pd.DataFrame:
     for (a, b), metric in itertools.product(itertools.combinations(methods, 2), metrics):
         if (a, metric) in unscored or (b, metric) in unscored:
             continue  # a method scored without this metric (e.g. no samples: greedy only)
-        t = _tables(df, a, b, metric)  # once for the paired and the unpaired difference
+        t = outcome_tables(df, a, b, metric)  # once for the paired and the unpaired difference
         r = paired_difference(df, a, b, metric, tables=t)
         u = unpaired_difference(df, a, b, metric, tables=t)
         half, uhalf = (r["hi"] - r["lo"]) / 2, (u["hi"] - u["lo"]) / 2

@@ -151,7 +151,7 @@ def published(results: Path = OUT.parents[1]) -> pd.DataFrame:
     planned subgroups' rows left out) whose verdict
     the dropping rule (`dropping`) decides differently from analysis.paired's interval: result, comparison, metric,
     both intervals and whether the seed term was dropped."""
-    from analysis.paired import _tables
+    from analysis.paired import outcome_tables
     from analysis.redecide import metric_column
 
     rows = []
@@ -167,7 +167,7 @@ def published(results: Path = OUT.parents[1]) -> pd.DataFrame:
                     continue  # a planned subgroup's row (analysis.findings): its problems are a subset
                 a, b = r[col].split(" − ")
                 metric = metric_column(r["metric"])
-                ya, yb, seeds, _ = _tables(out.dropna(subset=[metric]), a, b, metric)
+                ya, yb, seeds, _ = outcome_tables(out.dropna(subset=[metric]), a, b, metric)
                 if len(seeds) < 2:
                     continue
                 d = ya - yb
