@@ -30,12 +30,18 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def helps() -> dict:
-    r = subprocess.run([sys.executable, "-c", HELP_ALL, *MODULES], cwd=ROOT, capture_output=True, text=True,
+def _printed_json(code: str, args: list[str]) -> dict:
+    """`python -c CODE ARGS...` in a fresh interpreter (what a command imports is part of these tests) -> the JSON
+    of its last line."""
+    r = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True,
                        timeout=3600)  # a safety net only
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def helps() -> dict:
+    return _printed_json(HELP_ALL, MODULES)
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -64,10 +70,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def script_helps() -> dict:
-    r = subprocess.run([sys.executable, "-c", HELP_SCRIPTS, *SCRIPTS], cwd=ROOT, capture_output=True, text=True,
-                       timeout=3600)  # a safety net only
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.splitlines()[-1])
+    return _printed_json(HELP_SCRIPTS, SCRIPTS)
 
 
 @pytest.mark.parametrize("source", [*SCRIPTS, "gcframe/evaluate/rescore.py"])
