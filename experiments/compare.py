@@ -91,13 +91,9 @@ def parse_args(argv=None):
                    "each (default: 2 for the tiny model on an idle CPU with 2 or more cores, else 1); the first writes "
                    "the summary and the report, the others log to OUT/worker<k>.log")
     p.add_argument("--cells-only", action="store_true", help=argparse.SUPPRESS)  # a worker: runs only, no summary
-    p.add_argument("--backend", choices=("local", "ray"), default="local", help="local (default): processes on this "
-                   "machine (--workers); ray: every unit of the grid (an SFT base, a tuning trial, a run) is a Ray task, "
-                   "on a local Ray with --workers CPUs or on --address (pip install \".[ray]\"; "
-                   "docs/guides/grid-on-ray.md)")
-    p.add_argument("--address", metavar="ADDR", help="with --backend ray: join this Ray cluster (auto, or "
-                   "ray://host:port; default: start a local Ray on this machine)")
-    p.add_argument("--unit", help=argparse.SUPPRESS)  # a Ray task: this one unit of the grid only (gcframe.raygrid)
+    from gcframe import raygrid
+
+    raygrid.add_flags(p, "an SFT base, a tuning trial, a run; a local Ray has --workers CPUs")
     threads.add_flag(p)
     return p.parse_args(joined_negative_numbers(sys.argv[1:] if argv is None else argv))
 
@@ -492,15 +488,9 @@ def _main(args, where: dict) -> int:
 
         print(listing([(name, describe(cls)) for name, cls in REGISTRY.items()]))
         return 0
-    if args.backend == "ray" and not args.unit:
-        from gcframe import raygrid
+    from gcframe import raygrid
 
-        raygrid.import_ray()  # installed? (before anything is written)
-        if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
-            raise UserError("--backend ray runs each unit in a process of its own: launch compare.py once, without "
-                            "accelerate launch / torchrun")
-    elif args.address:
-        raise UserError("--address joins a Ray cluster: give it with --backend ray")
+    raygrid.check_flags(args)  # Ray installed, --address with --backend ray (before anything is written)
     cfg, seeds = build_config(args)
     names = method_names(args, cfg)
     if args.tune_spec and not cfg.task.n_validation:  # before a base is trained or anything written

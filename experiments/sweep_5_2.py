@@ -2,6 +2,7 @@
 
     python experiments/sweep_5_2.py [--config experiments/configs/sweep_5_2.yaml] [--out runs/sweep_5_2]
                                     [--quick] [--levels hard,easy] [--seeds 3,4] [--no-progress]
+                                    [--backend ray [--address ADDR]]
     python -m analysis.sweep runs/sweep_5_2           # the map (paired differences by seed, figure, CSV)
 
 Resumable: run the same command again. A finished cell (its final_k.json written) is skipped; an interrupted
@@ -11,7 +12,8 @@ work on it too).
 
 Parallel: start the same command in two (or more) shells, one thread each (OMP_NUM_THREADS=1). The processes
 split the cells between them: each claims the next cell nobody holds (gcframe.tracking.claims), one trains each missing
-SFT base while the others wait for it, and a claim left by a killed process is taken over on the next run.
+SFT base while the others wait for it, and a claim left by a killed process is taken over on the next run. With
+`--backend ray` each level's base and each cell is a Ray task instead (gcframe/raygrid.py; docs/guides/grid-on-ray.md).
 
 Output:
     OUT/sweep.yaml                               the resolved sweep (levels, methods, seeds, final_k)
@@ -54,6 +56,9 @@ def parse_args(argv=None):
                    "start the same command twice instead: the processes split the cells")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     threads.add_flag(p)
+    from gcframe import raygrid
+
+    raygrid.add_flags(p, "a level's SFT base, a cell = level x method x seed")
     return p.parse_args(argv)
 
 
@@ -279,6 +284,9 @@ def main(argv=None) -> int:
             raise UserError(f"--seeds {args.seeds}: give a comma-separated subset of the config's seeds "
                             f"{','.join(map(str, seeds))}")
         seeds = asked_seeds
+    from gcframe import raygrid
+
+    on_ray = raygrid.check_flags(args)  # Ray installed, --address with --backend ray
     if args.no_progress:
         import datasets
 
@@ -311,6 +319,10 @@ def main(argv=None) -> int:
         raise UserError("the sweep runs in one process (cells are small): start it without accelerate/torchrun")
     check_env(out)
     t0, show = time.time(), not args.no_progress
+    if args.unit:  # a Ray task: one level's base, or one cell
+        return run_unit(sweep, args.unit, out, acc)
+    if on_ray:
+        on_ray_tasks(args, sweep, levels, seeds, out)
     prepared = [prepare_level(sweep, level, out, acc, show) for level in levels]
     elsewhere = []  # cells another live process is training
     for seed in seeds:  # seeds outermost: a sweep cut short still covers every level and method
@@ -332,6 +344,48 @@ def main(argv=None) -> int:
 
         print(f"sweep done in {time.time() - t0:.0f} s; the map: {write(out)}", flush=True)
     return 0
+
+
+def run_unit(sweep: dict, unit: str, out: Path, acc) -> int:
+    """`--unit level:L` (the level's base and its pass@K / maj@K) or `--unit cell:L:METHOD:SEED` (one cell)."""
+    kind, level, *cell = unit.split(":")
+    if kind not in ("level", "cell") or level not in sweep["levels"] or len(cell) != (2 if kind == "cell" else 0):
+        raise UserError(f"--unit {unit}: give level:LEVEL or cell:LEVEL:METHOD:SEED of this sweep")
+    prepared = prepare_level(sweep, level, out, acc, show=False)
+    if kind == "cell":
+        run_cell(sweep, prepared, cell[0], int(cell[1]), acc, show=False)
+    return 0
+
+
+def on_ray_tasks(args, sweep: dict, levels: list[str], seeds: list[int], out: Path) -> None:
+    """--backend ray: the levels' bases, then every unfinished cell, as Ray tasks (gcframe.raygrid) running this
+    script with `--unit`; the driver then reads the cells from disk, prints their lines and writes the map."""
+    import shlex
+
+    from gcframe import raygrid
+
+    threads_each = args.threads or 1
+    same = [str(Path(__file__).resolve()), "--config", str(Path(args.config).resolve()), "--out", str(out.resolve()),
+            *(["--quick"] if args.quick else []), "--threads", str(threads_each), "--no-progress"]
+    needs = str((out / "sweep.yaml").resolve())
+
+    def task(unit: str, claim: Path | None = None) -> raygrid.Task:
+        return raygrid.Task(unit, (*same, "--unit", unit), needs, None if claim is None else str(claim.resolve()))
+
+    cells = [(level, m, s) for s in seeds for level in levels for m in sweep["methods"]
+             if not (out / level / m / f"seed{s}" / "final_k.json").exists()]
+    again = ["--config", args.config, "--out", str(out), *(["--quick"] if args.quick else []),
+             *(["--levels", args.levels] if args.levels else []), *(["--seeds", args.seeds] if args.seeds else []),
+             "--backend", "ray", *(["--address", args.address] if args.address else [])]
+    resume = " ".join(shlex.quote(a) for a in ["python", "experiments/sweep_5_2.py", *again])
+    pool = raygrid.Pool(out, threads_each, args.address, None)
+    try:
+        pool.run([task(f"level:{level}", out / level / "base_final_k.claim") for level in levels
+                  if not (out / level / "base_final_k.json").exists()], "level base", resume=resume)
+        pool.run([task(f"cell:{level}:{m}:{s}", out / level / m / f"seed{s}.claim") for level, m, s in cells],
+                 "cell", resume=resume)
+    finally:
+        pool.close()
 
 
 def check_env(out: Path) -> None:

@@ -1,32 +1,66 @@
-"""compare.py's grid as Ray tasks (`compare.py --backend ray`): each unit of the grid (an SFT base, a tuning trial at
-one seed, a run = method x seed) is one Ray task that declares its resources (num_cpus = its threads, num_gpus = 1
-on a GPU) and runs that unit alone in a process of its own, `compare.py --resume OUT --cells-only --unit UNIT`: the
-code `--workers` runs, on the same folder, so a unit's results are the local path's. The driver (the compare.py the
-user started) writes OUT/config.yaml, submits each phase's units (the bases, then the tuning trials, then the
-runs), prints the grid's progress, and writes the summary, the scores and the report as the local path does.
+"""A grid as Ray tasks (`--backend ray`): each unit of the grid is one Ray task that declares its resources
+(num_cpus = its threads, num_gpus = 1 on a GPU) and runs that unit alone in a process of its own, with the code the
+local path runs on the same folder, so a unit's results are the local path's:
+
+- compare.py: an SFT base, a tuning trial at one seed, a run (method x seed): `compare.py --resume OUT --cells-only
+  --unit UNIT`, the code `--workers` runs. The driver (the compare.py the user started) writes OUT/config.yaml,
+  submits each phase's units (the bases, then the tuning trials, then the runs), prints the grid's progress, and
+  writes the summary, the scores and the report as the local path does;
+- gcframe.evaluate: a model's re-scoring (`--unit RUN:MODEL`);
+- experiments/sweep_5_2.py: a cell (level x method x seed); experiments/slip_sweep.py and reproduce.py pass the
+  backend to the compare.py and gcframe.evaluate commands they run.
 
 A unit that dies (its process killed, its node lost) is retried (`max_retries`) and resumes from its run's last
 checkpoint in OUT; a unit that stops on bad input (exit status 2, a one-line error) is not retried, and its line
 is reported once. Every node must see OUT (and the cache, GCFRAME_CACHE) at the same path: a shared filesystem.
 
-Ray is an optional dependency (`pip install ".[ray]"`); nothing else in gcframe imports this module.
+Ray is an optional dependency (`pip install ".[ray]"`), imported only when a grid runs on it.
 """
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from gcframe.errors import UserError
 
 INSTALL = 'pip install ".[ray]"'
-COMPARE = Path(__file__).resolve().parents[1] / "experiments" / "compare.py"
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: every node has it at the same path
+COMPARE = ROOT / "experiments" / "compare.py"
 MAX_RETRIES = 3  # a unit whose process or node dies runs again this many times, from its last checkpoint
 ENV_PASSED = ("GCFRAME_CACHE", "HF_HOME", "HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
               "OMP_NUM_THREADS")
+
+
+def add_flags(p, units: str) -> None:
+    """--backend, --address and the hidden --unit of a command whose grid can run as Ray tasks."""
+    import argparse
+
+    p.add_argument("--backend", choices=("local", "ray"), default="local", help=f"local (default): processes on this "
+                   f"machine; ray: every unit ({units}) is a Ray task, on a local Ray or on --address "
+                   f"({INSTALL}; docs/guides/grid-on-ray.md)")
+    p.add_argument("--address", metavar="ADDR", help="with --backend ray: join this Ray cluster (auto, or "
+                   "ray://host:port; default: start a local Ray on this machine)")
+    p.add_argument("--unit", help=argparse.SUPPRESS)  # a Ray task: this one unit of the grid only
+
+
+def check_flags(args) -> bool:
+    """Whether this process drives a Ray grid: Ray is importable (else one line with the install command) and
+    --address comes with --backend ray; before anything is written."""
+    if getattr(args, "address", None) and args.backend != "ray":
+        raise UserError("--address joins a Ray cluster: give it with --backend ray")
+    if args.backend != "ray" or getattr(args, "unit", None):
+        return False
+    import_ray()
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+        raise UserError("--backend ray runs each unit in a process of its own: launch it once, without accelerate "
+                        "launch / torchrun")
+    return True
 
 
 def import_ray():
@@ -51,10 +85,20 @@ def unit_name(unit: tuple) -> str:
     return ":".join(str(x) for x in unit)
 
 
+@dataclass(frozen=True)
+class Task:
+    """One unit of a grid as a command: what a Ray task runs in a process of its own, from the repository root."""
+
+    name: str  # the unit's name in the progress lines and its log's: "run:grpo:0", "score:grpo/seed0:final"
+    argv: tuple[str, ...]  # the command after `python`: a script or `-m module`, and its arguments
+    needs: str  # a file every node must see (the folder's config.yaml): a node without the shared disk fails fast
+    claim: str | None = None  # a claim file the unit takes: one found when it starts was left by a dead attempt
+
+
 def _claim_of(out: Path, unit: tuple) -> Path | None:
-    """The claim file a unit's run_cells takes. The driver is the only scheduler, so a claim found there when the
-    unit starts was left by an earlier attempt that died (perhaps on another host, where its owner cannot be
-    checked): it is removed."""
+    """The claim file a compare.py unit's run_cells takes. The driver is the only scheduler, so a claim found there
+    when the unit starts was left by an earlier attempt that died (perhaps on another host, where its owner cannot
+    be checked): it is removed."""
     kind = unit[0]
     if kind == "run":
         return out / unit[1] / f"seed{unit[2]}.claim"
@@ -63,6 +107,18 @@ def _claim_of(out: Path, unit: tuple) -> Path | None:
 
         return out / TUNE_DIR / trial_label(unit[1], float(unit[2])) / f"seed{unit[3]}.claim"
     return None
+
+
+def compare_task(out: Path, unit: tuple, threads: int) -> Task:
+    """A unit of compare.py's grid (("base", seed), ("trial", label, lr, seed), ("run", label, seed)) as the command
+    `compare.py --resume OUT --cells-only --unit UNIT`: the code `--workers` runs, on the same folder."""
+    name = unit_name(unit)
+    try:
+        claim = _claim_of(out, unit)
+    except ImportError:
+        claim = None
+    return Task(name, (str(COMPARE), "--resume", str(out), "--cells-only", "--threads", str(threads), "--no-progress",
+                       "--unit", name), str(out / "config.yaml"), None if claim is None else str(claim))
 
 
 def _die_with_parent() -> None:
@@ -77,41 +133,35 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_unit(out: str, compare: str, unit: tuple, threads: int) -> str:
-    """The body of a unit's Ray task: `compare.py --resume OUT --cells-only --unit UNIT` in a process of its own,
-    logging to OUT/ray-logs/<unit>.log. Returns the unit's name."""
-    out_p, host = Path(out), socket.gethostname()
-    if not (out_p / "config.yaml").is_file():
-        raise UnitFailed(f"node {host} cannot see the run folder {out} ({out}/config.yaml is not there): put --out "
+def run_unit(out: str, task: Task) -> str:
+    """The body of a unit's Ray task: `python ARGV` in a process of its own, from the repository root, logging to
+    OUT/ray-logs/<unit>.log. Returns the unit's name."""
+    host = socket.gethostname()
+    if not Path(task.needs).is_file():
+        raise UnitFailed(f"node {host} cannot see the run folder {out} ({task.needs} is not there): put the run folder "
                          "(and GCFRAME_CACHE) on a filesystem every Ray node mounts at the same path (NFS, a shared "
                          "volume), or run on one machine")
-    if not Path(compare).is_file():
-        raise UnitFailed(f"node {host} has no {compare}: install the same checkout of gcframe at the same path on "
-                         "every Ray node")
-    name = unit_name(unit)
-    try:
-        claim = _claim_of(out_p, unit)
-    except ImportError:
-        claim = None
-    if claim is not None:
-        claim.unlink(missing_ok=True)
-    logs = out_p / "ray-logs"
+    if not ROOT.joinpath("gcframe", "raygrid.py").is_file():
+        raise UnitFailed(f"node {host} has no {ROOT}: install the same checkout of gcframe at the same path on every "
+                         "Ray node")
+    if task.claim is not None:
+        Path(task.claim).unlink(missing_ok=True)
+    logs = Path(out) / "ray-logs"
     logs.mkdir(exist_ok=True)
-    log_path = logs / f"{name.replace(':', '_').replace('/', '_')}.log"
-    cmd = [sys.executable, compare, "--resume", out, "--cells-only", "--threads", str(threads), "--no-progress",
-           "--unit", name]
+    log_path = logs / f"{task.name.replace(':', '_').replace('/', '_')}.log"
+    cmd = [sys.executable, *task.argv]
     with open(log_path, "a") as log:
         log.write(f"[{time.strftime('%H:%M:%S')} on {host}] {' '.join(cmd)}\n")
         log.flush()
-        code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               cwd=str(Path(compare).parents[1]), preexec_fn=_die_with_parent)
+        code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(ROOT),
+                               preexec_fn=_die_with_parent)
     if code == 0:
-        return name
+        return task.name
     lines = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
     last = lines[-1] if lines else f"exit status {code}"
     if code == 2:  # a UserError: the same input fails the same way on any node
-        raise UnitFailed(f"{name}: {last.removeprefix('error: ')} (log: {log_path})")
-    raise UnitCrashed(f"{name}: exit status {code} on {host} (log: {log_path})")
+        raise UnitFailed(f"{task.name}: {last.removeprefix('error: ')} (log: {log_path})")
+    raise UnitCrashed(f"{task.name}: exit status {code} on {host} (log: {log_path})")
 
 
 class Pool:
@@ -152,30 +202,33 @@ class Pool:
         tmp.write_text(json.dumps(self.trials))
         tmp.replace(logs / "trials.json")
 
-    def run(self, units: list[tuple], what: str) -> None:
-        """Run every unit (one task each) and wait for them; progress lines as tasks finish; a UserError naming the
-        first failure once every other unit has finished (what they wrote is kept for --resume)."""
+    def run(self, units: list, what: str, resume: str | None = None) -> None:
+        """Run every unit (a Task, or a compare.py unit tuple) as a Ray task and wait for them; progress lines as
+        tasks finish; a UserError naming the first failure once every other unit has finished (what they wrote is
+        kept: `resume` is the command that continues, by default compare.py --resume OUT --backend ray)."""
         if not units:
             return
         ray = self.ray
-        pending = {self.task.remote(str(self.out), str(COMPARE), tuple(u), self.threads): u for u in units}
+        tasks = [u if isinstance(u, Task) else compare_task(self.out, tuple(u), self.threads) for u in units]
+        pending = {self.task.remote(str(self.out), t): t.name for t in tasks}
         done, failed, n = 0, [], len(units)
         self.say(f"ray: {n} {what} task(s) submitted")
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=None)
             for ref in ready:
-                unit = pending.pop(ref)
+                name = pending.pop(ref)
                 try:
                     ray.get(ref)
                     done += 1
                 except Exception as e:  # noqa: BLE001 (a RayTaskError wrapping UnitFailed/UnitCrashed, a lost node)
                     cause = getattr(e, "cause", None) or e
-                    failed.append(str(cause).strip().splitlines()[-1] if str(cause).strip() else unit_name(unit))
+                    failed.append(str(cause).strip().splitlines()[-1] if str(cause).strip() else name)
             self.say(f"ray: {what}: {done}/{n} done, {len(pending)} running or queued, {len(failed)} failed")
         if failed:
             more = f" (and {len(failed) - 1} more failed task(s))" if len(failed) > 1 else ""
+            resume = resume or f"python experiments/compare.py --resume {shlex.quote(str(self.out))} --backend ray"
             raise UserError(f"{failed[0]}{more}; the finished units are kept in {self.out}; once fixed, continue "
-                            f"with: python experiments/compare.py --resume {self.out} --backend ray")
+                            f"with: {resume}")
 
     def close(self) -> None:
         if self.ray.is_initialized():

@@ -17,7 +17,7 @@ from tests.test_resume import COMPARE, ROOT, cli_env, run_cli
 # metrics.jsonl's, summary.csv's and tune.csv's clock and memory columns, never byte-stable; and eval_shared, whether
 # a run's step-0 evaluation was another run's from the same base (the same numbers): which run evaluates first
 # depends on the order runs start in, with --workers 2 as with Ray
-UNSTABLE = ("time", "peak_rss", "critic_s", "eval_shared")
+UNSTABLE = ("time", "peak_rss", "critic_s", "eval_shared", "wall_s", "elapsed")
 NOT_RESULTS = {"env.json", "env.resume.json"}  # the machine, the time and the command that made the folder
 
 
@@ -30,12 +30,15 @@ def _stable_csv(text: str) -> list[dict]:
 
 
 def results_differences(a: Path, b: Path) -> list[str]:
-    """The files of two comparison folders that differ: every file byte for byte, except metrics.jsonl and
-    summary.csv and tune.csv (compared without their UNSTABLE columns), the env*.json records, the Ray tasks' logs
-    and the report, whose tables and figures show the clock (its numbers come from the files compared here)."""
+    """The files of two comparison (or sweep) folders that differ: every file byte for byte, except metrics.jsonl,
+    summary.csv, tune.csv and a sweep cell's final_k.json (compared without their UNSTABLE columns), the env*.json
+    records, the Ray tasks' logs, the report (its tables and figures show the clock; its numbers come from the files
+    compared here) and a sweep's checkpoints (a run's state, not its results: their clock and Python's `random`
+    state, which no result reads, differ between one process running every cell and a process per cell)."""
     def files(root: Path) -> set[str]:
-        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
-                and p.name not in NOT_RESULTS and p.relative_to(root).parts[0] not in ("ray-logs", "report")}
+        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name not in NOT_RESULTS
+                and p.relative_to(root).parts[0] not in ("report", "sweep_report")
+                and not {"checkpoints", "ray-logs"} & set(p.relative_to(root).parts)}
 
     fa, fb = files(a), files(b)
     diffs = [f"only in {a.name}: {f}" for f in sorted(fa - fb)] + [f"only in {b.name}: {f}" for f in sorted(fb - fa)]
@@ -43,8 +46,10 @@ def results_differences(a: Path, b: Path) -> list[str]:
         ta, tb = (a / f).read_bytes(), (b / f).read_bytes()
         if f.endswith("metrics.jsonl"):
             same = _stable_jsonl(ta.decode()) == _stable_jsonl(tb.decode())
-        elif f in ("summary.csv", "tune/tune.csv"):
+        elif f.endswith(("summary.csv", "tune/tune.csv")):
             same = _stable_csv(ta.decode()) == _stable_csv(tb.decode())
+        elif f.endswith("final_k.json"):
+            same = _stable_jsonl(ta.decode().replace("\n", "")) == _stable_jsonl(tb.decode().replace("\n", ""))
         else:
             same = ta == tb
         if not same:
@@ -76,9 +81,10 @@ def test_a_node_that_cannot_see_the_run_folder_fails_in_one_line(tmp_path):
     from gcframe import raygrid
 
     with pytest.raises(raygrid.UnitFailed) as e:
-        raygrid.run_unit(str(tmp_path / "elsewhere"), str(COMPARE), ("run", "sft", 0), 1)
+        raygrid.run_unit(str(tmp_path / "elsewhere"), raygrid.compare_task(tmp_path / "elsewhere", ("run", "sft", 0), 1))
     line = str(e.value)
     assert "\n" not in line and f"cannot see the run folder {tmp_path / 'elsewhere'}" in line
+    assert f"({tmp_path / 'elsewhere' / 'config.yaml'} is not there)" in line
     assert "a filesystem every Ray node mounts at the same path" in line
 
 
@@ -104,6 +110,32 @@ def test_the_ray_backend_gives_the_local_paths_results(tmp_path):
     assert "ray: tuning trial: 8/8 done, 0 running or queued, 0 failed" in ray.stdout  # 2 methods x 2 rates x 2 seeds
     assert "ray: run: 2/2 done, 0 running or queued, 0 failed" in ray.stdout
     assert results_differences(tmp_path / "local", tmp_path / "ray") == []
+
+
+@pytest.mark.slow
+def test_the_sweep_and_the_rescoring_on_ray_give_the_local_paths_results(tmp_path):
+    """sweep_5_2.py --quick on one level and seed (a level's base and 4 cells as Ray tasks), then gcframe.evaluate
+    --checkpoints --base on its level folder (a checkpoint of each cell and the base: 5 scorings as Ray tasks): the same files as the local path, byte for byte (less the
+    UNSTABLE columns); scoring again on Ray starts nothing. Slow: about 5 minutes at load 4 on 2 cores."""
+    pytest.importorskip("ray", reason='the ray extra: pip install ".[ray]"')
+    sweep = ROOT / "experiments" / "sweep_5_2.py"
+    common = ["--quick", "--levels", "harder", "--seeds", "0", "--no-progress"]
+    score = ["-m", "gcframe.evaluate", "--problems", "16", "--checkpoints", "--base", "--no-progress"]
+    for name, backend in (("local", []), ("ray", ["--backend", "ray"])):
+        cells = run_cli(*common, *backend, "--out", tmp_path / name, script=sweep)
+        assert cells.returncode == 0, cells.stderr[-3000:] + cells.stdout[-3000:]
+        r = subprocess.run([sys.executable, *score[:2], str(tmp_path / name / "harder"), *score[2:], *backend],
+                           capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=3600)
+        assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
+    assert "ray: level base: 1/1 done, 0 running or queued, 0 failed" in cells.stdout
+    assert "ray: cell: 4/4 done, 0 running or queued, 0 failed" in cells.stdout  # rft, online_rft, grpo, grpo_ps
+    assert "ray: scoring: 5/5 done, 0 running or queued, 0 failed" in r.stdout  # 4 cells and the base
+    assert len(list((tmp_path / "ray").glob("harder/*/seed0/rescored/step-000002-n16-k0.jsonl"))) == 4
+    assert results_differences(tmp_path / "local", tmp_path / "ray") == []
+    again = subprocess.run([sys.executable, *score[:2], str(tmp_path / "ray" / "harder"), *score[2:], "--backend",
+                            "ray"], capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=3600)
+    assert again.returncode == 0 and "re-scored 0 model(s) as Ray tasks" in again.stdout
+    assert "ray: a local Ray" not in again.stdout
 
 
 def test_reproduce_passes_the_backend_to_every_compare_command(monkeypatch, tmp_path):

@@ -168,6 +168,9 @@ def parse_args(argv=None):
                    "n<N>-k<K>.jsonl, never read as a finding)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     threads.add_flag(p)
+    from gcframe import raygrid
+
+    raygrid.add_flags(p, "a model's scoring")
     return p.parse_args(argv)
 
 
@@ -187,6 +190,9 @@ def run(args) -> int:
                         "runs' train.eval_size)")
     if args.k < 0:
         raise UserError(f"--k {args.k}: give 0 (greedy only) or more samples per problem")
+    from gcframe import raygrid
+
+    on_ray = raygrid.check_flags(args)  # before anything is written
     runs = find_runs(path)
     configs = [run_config(r) for r in runs]
     steps = [((c.get("train") or {}).get("steps") or 0) for c in configs]
@@ -204,7 +210,62 @@ def run(args) -> int:
         threads.setup(args.threads)  # torch's threads for this machine's load, printed first
     if args.base:  # the runs share their base (check_same_task): one model, scored at step 0 with the first seed;
         work += base_work(path, configs)  # or, with sft_base.per_seed, each seed's own base with that seed
+    if args.unit:  # a Ray task: this one model
+        work = [w for w in work if unit_of(path, w) == args.unit]
+        if not work:
+            raise UserError(f"--unit {args.unit}: not a model of {path}")
+    elif on_ray:
+        return _on_ray(args, path, work, single=runs == [path])
     return _rescore(args, path, work, single=runs == [path])
+
+
+def unit_of(path: Path, item: tuple) -> str:
+    """A work item's name as a Ray unit: score:<run folder relative to path, "." for path itself>:<model>."""
+    return f"score:{item[0].relative_to(path).as_posix()}:{item[2]}"
+
+
+def _on_ray(args, path: Path, work: list, single: bool) -> int:
+    """--backend ray: each model not yet scored is a Ray task (`--unit score:RUN:MODEL`); then the summary the local
+    path prints, from the files the tasks wrote."""
+    import shlex
+
+    from gcframe import raygrid
+
+    t0 = time.time()
+    same = [a for a in ("--problems", "--k", "--split") if getattr(args, a[2:]) is not None]
+    flags = [x for a in same for x in (a, str(getattr(args, a[2:])))] + \
+        ["--checkpoints"] * args.checkpoints + ["--base"] * args.base
+    threads_each = args.threads or 1
+    n = args.problems  # the runs' train.eval_size when not given: each task resolves it as the local path does
+    pending = [w for w in work if not _scored(w, n, args.k, args.split)]
+    needs = str(work[0][0].resolve() / "config.yaml")  # a run's: a node that sees it sees the folder
+    tasks = [raygrid.Task(unit_of(path, w), ("-m", "gcframe.evaluate", str(path.resolve()), *flags, "--threads",
+                                             str(threads_each), "--no-progress", "--unit", unit_of(path, w)), needs)
+             for w in pending]
+    if tasks:  # a rerun once everything is scored starts no Ray
+        pool = raygrid.Pool(path, threads_each, args.address, None)
+        try:
+            resume = f"python -m gcframe.evaluate {shlex.quote(str(path))} {' '.join(flags)} --backend ray"
+            pool.run(tasks, "scoring", resume=resume)
+        finally:
+            pool.close()
+    print(f"\nre-scored {len(tasks)} model(s) as Ray tasks in {time.time() - t0:.0f} s"
+          + (f"; {len(work) - len(tasks)} already scored, kept" if len(work) > len(tasks) else "")
+          + f"; per-problem rows in <run>/rescored/ (logs: {path}/ray-logs/)")
+    if args.split == "test":
+        print(next_step(path, single, n or "N", args.k))
+    return 0
+
+
+def _scored(item: tuple, n: int | None, k: int, split: str) -> bool:
+    """Whether a work item's scoring is on disk (n None: the run's train.eval_size)."""
+    from gcframe.evaluate.problems import RESCORED
+
+    from gcframe.config import TrainConfig
+
+    run, raw, name = item[:3]
+    n = n or (raw.get("train") or {}).get("eval_size") or TrainConfig.eval_size
+    return (run / RESCORED / scored_name(name, n, k, split)).is_file() or holds_greedy(run, name, n, k, split)
 
 
 def next_step(path: Path, single: bool, n: int, k: int) -> str:
