@@ -371,17 +371,18 @@ def parse_args(argv=None):
     p.add_argument("--runs", default=str(ROOT / "runs" / "reproduce"), help="where the runs go")
     p.add_argument("--results", default=str(ROOT / "results"), help="where the result folders go")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
-                   help="compare results: where their cells train (compare.py --backend; ray: pip install \".[ray]\"); "
-                        "the re-scoring of their final models stays on this machine")
+                   help="compare results: where their cells train and their final models are re-scored (the "
+                        "--backend of compare.py and gcframe.evaluate; ray: pip install \".[ray]\")")
     p.add_argument("--address", metavar="ADDR", help="with --backend ray: the Ray cluster to join (compare.py --address)")
     args = p.parse_args(argv)
-    if args.address and args.backend != "ray":
-        raise UserError("--address joins a Ray cluster: give it with --backend ray")
+    from gcframe import raygrid
+
+    raygrid.check_flags(args)  # --address with --backend ray; Ray installed (before anything runs)
     return args
 
 
 def backend_args(args) -> list[str]:
-    """What every compare.py command of this reproduction adds: the backend its cells train on."""
+    """What every compare.py and gcframe.evaluate command of this reproduction adds: the backend it runs on."""
     if getattr(args, "backend", "local") != "ray":
         return []
     return ["--backend", "ray", *(["--address", args.address] if args.address else [])]
@@ -476,7 +477,8 @@ def reproduce(name: str, args) -> Path | None:
             print(f"{name}: cells still running elsewhere; the last process to finish writes {results}")
             return None
         if recipe.rescore:  # a second process joins by running the same command: the models are split by claims
-            run(["-m", "gcframe.evaluate", repo_relative(runs), *(QUICK_RESCORE if args.quick else recipe.rescore)])
+            run(["-m", "gcframe.evaluate", repo_relative(runs), *(QUICK_RESCORE if args.quick else recipe.rescore),
+                 *backend_args(args)])
             if not rescored(runs, QUICK_RESCORE if args.quick else recipe.rescore):
                 print(f"{name}: models still being re-scored elsewhere; the last process to finish writes {results}")
                 return None

@@ -9,6 +9,7 @@ Each level is a compare.py folder OUT/slip<rate>/ made from the base config (exp
 task.demo_slip = rate, the sweep's methods and seeds (each at the base config's tuned rate), its final models then
 re-scored on the test problems (`python -m gcframe.evaluate`). Resumable and parallel: run the same command again,
 or in a second shell (one thread each); the processes split every level's cells by compare.py's claim files.
+`--backend ray [--address ADDR]` runs each level's cells and scorings as Ray tasks (docs/guides/grid-on-ray.md).
 """
 from __future__ import annotations
 
@@ -66,14 +67,19 @@ def level_config(spec: dict, rate: float) -> dict:
 
 @cli_entry
 def main(argv=None) -> int:
-    from experiments.reproduce import Recipe, compare_cells, rescored
+    from experiments.reproduce import Recipe, backend_args, compare_cells, rescored
+    from gcframe import raygrid
     from gcframe.tracking.log import write_yaml
 
     p = argparse.ArgumentParser(prog="python experiments/slip_sweep.py", description=__doc__.split("\n")[0])
     p.add_argument("--config", default=str(ROOT / "experiments" / "configs" / "slip_sweep.yaml"))
     p.add_argument("--out", default=str(ROOT / "runs" / "slip_sweep"))
     p.add_argument("--quick", action="store_true", help="plumbing only: --quick's levels, seeds and sizes")
+    p.add_argument("--backend", choices=("local", "ray"), default="local", help="where each level's cells train and "
+                   "its models are re-scored (the --backend of compare.py and gcframe.evaluate)")
+    p.add_argument("--address", metavar="ADDR", help="with --backend ray: the Ray cluster to join")
     args = p.parse_args(argv)
+    raygrid.check_flags(args)  # before anything is written
     spec = load_sweep(Path(args.config), args.quick)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -85,12 +91,13 @@ def main(argv=None) -> int:
             write_yaml(config, level_config(spec, rate))
         recipe = Recipe(f"slip {rate:g}", "compare", str(config.resolve()), spec["seeds"],
                         args=["--methods", ",".join(spec["methods"])])
-        compare_cells(recipe, spec["seeds"], folder, args.quick)
+        compare_cells(recipe, spec["seeds"], folder, args.quick, backend_args(args))
         if not (folder / "summary.csv").exists():
             print(f"{folder}: cells still running elsewhere")
             continue
         if not rescored(folder, spec["rescore"]):  # a second process joins: the models are split by claims
-            code = subprocess.call([sys.executable, "-m", "gcframe.evaluate", str(folder), *spec["rescore"]], cwd=ROOT)
+            code = subprocess.call([sys.executable, "-m", "gcframe.evaluate", str(folder), *spec["rescore"],
+                                    *backend_args(args)], cwd=ROOT)
             if code:
                 raise UserError(f"re-scoring {folder} stopped with exit status {code}: its output above says why; the "
                                 "same command resumes")

@@ -142,8 +142,10 @@ def test_reproduce_passes_the_backend_to_every_compare_command(monkeypatch, tmp_
     """reproduce.py --backend ray --address A: the comparison's first command and its resumption both train their
     cells on Ray (what runs is recorded here, nothing trains); without --backend ray, --address is refused."""
     from experiments import reproduce
+    from gcframe import raygrid
     from gcframe.errors import UserError
 
+    monkeypatch.setattr(raygrid, "import_ray", lambda: None)  # Ray need not be installed: nothing starts it here
     commands = []
     monkeypatch.setattr(reproduce, "run", lambda cmd: commands.append(cmd))
     args = reproduce.parse_args(["default", "--backend", "ray", "--address", "auto"])
@@ -157,3 +159,27 @@ def test_reproduce_passes_the_backend_to_every_compare_command(monkeypatch, tmp_
     assert reproduce.backend_args(reproduce.parse_args(["default"])) == []
     with pytest.raises(UserError, match="--address joins a Ray cluster: give it with --backend ray"):
         reproduce.parse_args(["default", "--address", "auto"])
+
+
+def test_the_slip_sweep_passes_the_backend_to_its_cells_and_its_scoring(monkeypatch, tmp_path):
+    """slip_sweep.py --quick --backend ray --address A: each level's compare.py cells and its gcframe.evaluate
+    command run on Ray (recorded here; nothing trains or scores)."""
+    from experiments import reproduce, slip_sweep
+    from gcframe import raygrid
+
+    monkeypatch.setattr(raygrid, "import_ray", lambda: None)
+    cells, scorings = [], []
+
+    def compare_cells(recipe, seeds, out, quick, backend=()):
+        cells.append(list(backend))
+        out.mkdir(parents=True)
+        (out / "summary.csv").write_text("method,seed\n")  # finished: the level's scoring comes next
+
+    monkeypatch.setattr(reproduce, "compare_cells", compare_cells)
+    monkeypatch.setattr(reproduce, "rescored", lambda folder, flags: False)
+    monkeypatch.setattr(slip_sweep.subprocess, "call", lambda cmd, cwd=None: scorings.append(cmd) or 0)
+    assert slip_sweep.main(["--quick", "--out", str(tmp_path / "s"), "--backend", "ray", "--address", "auto"]) == 0
+    ray = ["--backend", "ray", "--address", "auto"]
+    assert cells and all(c == ray for c in cells)
+    assert len(scorings) == len(cells) and all(c[1:3] == ["-m", "gcframe.evaluate"] and c[-4:] == ray
+                                               for c in scorings)
