@@ -585,6 +585,8 @@ class Trainer:
         steps = self.tcfg.steps
         self.eval_at = eval_steps(self.tcfg)
         start, last_eval = checkpoint.restore(self) if resume else (0, None)
+        if start and self.acc.is_main_process:
+            print(f"{self.label}: resumed from its checkpoint of step {start} of {steps}", flush=True)
         if last_eval is None:  # a fresh start
             resolved = self.cfg.to_dict()  # the method's options in full, its Config's defaults included
             resolved["methods"] = {**resolved.get("methods", {}), self.method.name: {
