@@ -541,37 +541,37 @@ def _main(args, where: dict) -> int:
     threads.setup(args.threads, Path(args.resume) / "env.json" if args.resume else None,
                   flag_name="--workers" if by_workers else "--threads")
     acc = make_accelerator()
-    out = prepare_out(args, acc)
-    if args.quick and (line := quick_line(args.quick_replaced, cfg, names)):
-        acc.print(line)
-    show = not args.no_progress
-    if acc.is_main_process and not args.resume:
-        extra = {"methods_from": args.methods_from} if args.methods_from else {}
-        if args.tune_spec:  # a --resume continues the tuning from OUT/tune/
-            extra["tune"] = args.tune_spec
-        if args.quick:  # what the folder is, for its summary, its report and a --resume (`smoke_line`)
-            extra["smoke"] = smoke_line(cfg)
-        if getattr(args, "families", None):  # the comparisons the findings adjust together (analysis.families)
-            extra["families"] = args.families
-        from gcframe.evaluate.problems import split_names
-
-        write_yaml(out / "config.yaml", {"methods_run": names, "seeds": seeds, **extra, **cfg.to_dict(),
-                                         "splits": split_names(task), "processes": acc.num_processes})
-    if acc.is_main_process and getattr(args, "methods_from_moved", False):  # a later --resume finds them there
-        write_yaml(out / "config.yaml", {**load_yaml(out / "config.yaml"), "methods_from": args.methods_from})
-    if acc.is_main_process:  # what made these results: versions, BLAS, threads, commit (a resume: env.resume.json)
-        write_env(out / ("env.resume.json" if args.resume else "env.json"))
-    where["config_written"] = True
-    helpers = start_workers(out, workers - 1) if workers > 1 and acc.num_processes == 1 else []
-    if helpers:
-        acc.print(f"{workers} processes train the runs side by side, one thread each (--workers; the others log to "
-                  f"{out}/worker<k>.log)")
-    args.pool = None
-    if args.backend == "ray" and not args.unit:
+    args.pool, helpers = None, []
+    if args.backend == "ray" and not args.unit:  # joined before OUT is made: a cluster that is not there is one line
         from gcframe import raygrid
 
-        args.pool = raygrid.Pool(out, args.threads, args.address, args.workers, acc.print)
+        args.pool = raygrid.Pool(Path(args.out), args.threads, args.address, args.workers, acc.print)
     try:
+        out = prepare_out(args, acc)
+        if args.quick and (line := quick_line(args.quick_replaced, cfg, names)):
+            acc.print(line)
+        show = not args.no_progress
+        if acc.is_main_process and not args.resume:
+            extra = {"methods_from": args.methods_from} if args.methods_from else {}
+            if args.tune_spec:  # a --resume continues the tuning from OUT/tune/
+                extra["tune"] = args.tune_spec
+            if args.quick:  # what the folder is, for its summary, its report and a --resume (`smoke_line`)
+                extra["smoke"] = smoke_line(cfg)
+            if getattr(args, "families", None):  # the comparisons the findings adjust together (analysis.families)
+                extra["families"] = args.families
+            from gcframe.evaluate.problems import split_names
+
+            write_yaml(out / "config.yaml", {"methods_run": names, "seeds": seeds, **extra, **cfg.to_dict(),
+                                             "splits": split_names(task), "processes": acc.num_processes})
+        if acc.is_main_process and getattr(args, "methods_from_moved", False):  # a later --resume finds them there
+            write_yaml(out / "config.yaml", {**load_yaml(out / "config.yaml"), "methods_from": args.methods_from})
+        if acc.is_main_process:  # what made these results: versions, BLAS, threads, commit (a resume: env.resume.json)
+            write_env(out / ("env.resume.json" if args.resume else "env.json"))
+        where["config_written"] = True
+        helpers = start_workers(out, workers - 1) if workers > 1 and acc.num_processes == 1 else []
+        if helpers:
+            acc.print(f"{workers} processes train the runs side by side, one thread each (--workers; the others log "
+                      f"to {out}/worker<k>.log)")
         return _compare(args, where, cfg, names, seeds, task, acc, out, tracker_names, show, helpers)
     finally:
         stop_workers(helpers)

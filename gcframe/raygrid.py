@@ -60,7 +60,26 @@ def check_flags(args) -> bool:
     if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
         raise UserError("--backend ray runs each unit in a process of its own: launch it once, without accelerate "
                         "launch / torchrun")
+    if getattr(args, "address", None):
+        check_reachable(args.address)
     return True
+
+
+def check_reachable(address: str, timeout: float = 10.0) -> None:
+    """A HOST:PORT or ray://HOST:PORT address answers a TCP connection within `timeout` seconds, else one line
+    (ray.init would retry for minutes). `auto` is left to Ray, which fails at once when no cluster runs here."""
+    where = address.removeprefix("ray://")
+    if address == "auto" or ":" not in where:
+        return
+    host, _, port = where.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return
+    except ValueError:
+        raise UserError(f"--address {address}: give auto, HOST:PORT or ray://HOST:PORT") from None
+    except OSError as e:
+        raise UserError(f"--address {address}: no Ray cluster answers there ({e.strerror or e}); start one "
+                        "(ray start --head) or give the address `ray status` prints on its head node") from None
 
 
 def import_ray():

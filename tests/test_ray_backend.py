@@ -88,6 +88,27 @@ def test_a_node_that_cannot_see_the_run_folder_fails_in_one_line(tmp_path):
     assert "a filesystem every Ray node mounts at the same path" in line
 
 
+def test_an_address_nothing_answers_at_is_one_line_before_anything_is_written():
+    """--address HOST:PORT (or ray://HOST:PORT) where no cluster listens: one line within seconds (ray.init would
+    retry for minutes, after OUT was made); a malformed port is named; `auto` is Ray's to resolve."""
+    import socket
+
+    from gcframe import raygrid
+    from gcframe.errors import UserError
+
+    with socket.socket() as s:  # a port nothing listens on: bound here, never listened on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+            t0 = time.monotonic()
+            with pytest.raises(UserError, match=f"--address {address}: no Ray cluster answers there") as e:
+                raygrid.check_reachable(address)
+            assert "\n" not in str(e.value) and "ray start --head" in str(e.value) and time.monotonic() - t0 < 30
+    with pytest.raises(UserError, match="give auto, HOST:PORT or ray://HOST:PORT"):
+        raygrid.check_reachable("127.0.0.1:http")
+    assert raygrid.check_reachable("auto") is None
+
+
 @pytest.mark.slow
 def test_the_ray_backend_gives_the_local_paths_results(tmp_path):
     """The same tiny comparison with --tune (an SFT base, 2 methods x 2 rates x 2 tuning seeds of trials and the
