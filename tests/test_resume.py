@@ -449,13 +449,34 @@ def test_fsdp_sigkill_then_resume_equals_uninterrupted(tmp_path):
         assert torch.equal(a, b), name
 
 
+# Runs compare.py, but its first run waits until the second process (--workers 2) is up: on an idle machine the first
+# would otherwise train both 4-step runs before the second has imported torch (the second then has nothing to do).
+AFTER_WORKER = """
+import runpy, sys, time
+from pathlib import Path
+from gcframe.trainer import Trainer
+_fit = Trainer.fit
+log = Path(sys.argv[sys.argv.index("--out") + 1]) / "worker2.log"
+def fit(self, *a, **k):
+    t0 = time.monotonic()
+    while "threads:" not in (log.read_text() if log.is_file() else "") and time.monotonic() - t0 < 600:
+        time.sleep(0.2)
+    return _fit(self, *a, **k)
+Trainer.fit = fit
+sys.argv[0] = {compare!r}
+runpy.run_path({compare!r}, run_name="__main__")
+"""
+
+
 def test_two_workers_split_the_runs_and_the_first_writes_the_report(tmp_path):
     """--workers 2: a second process (compare.py --resume OUT --cells-only) takes the runs the first has not claimed;
     every run is trained once, the first process writes the summary, the scores and the report, and both record one
-    thread (the same environment, so analysis.results accepts the folder)."""
-    out = tmp_path / "w"
+    thread (the same environment, so analysis.results accepts the folder). The first process's first run waits for
+    the second to start (AFTER_WORKER), so that the second always has a run to take."""
+    out, wrapper = tmp_path / "w", tmp_path / "after_worker.py"
+    wrapper.write_text(AFTER_WORKER.format(compare=str(COMPARE)))
     r = run_cli("--config", write_config(tmp_path / "tiny.yaml"), "--methods", "sft,grpo", "--workers", "2",
-                "--out", out)
+                "--out", out, script=wrapper)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "2 processes train the runs side by side" in r.stdout
     rows = (out / "summary.csv").read_text().splitlines()
