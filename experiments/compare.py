@@ -590,9 +590,12 @@ def _compare(args, where, cfg, names, seeds, task, acc, out, tracker_names, show
         bases(int(args.unit.split(":")[1]))
         return 0
     base_seeds = seeds if cfg.sft_base.per_seed else seeds[:1]
-    if args.pool is not None:  # each base a Ray task (the tuning seeds' too), read back below
+    if args.pool is not None:  # each base not yet cached a Ray task (the tuning seeds' too), read back below
+        from gcframe import pipeline
+
         tune_seeds = args.tune_spec["seeds"] if args.tune_spec and cfg.sft_base.per_seed else []
-        args.pool.run([("base", s) for s in dict.fromkeys([*base_seeds, *tune_seeds])], "SFT base")
+        args.pool.run([("base", s) for s in dict.fromkeys([*base_seeds, *tune_seeds])
+                       if not pipeline.base_cached(_with_seed(cfg, s))], "SFT base")
     if not args.unit:
         build_bases(cfg, base_seeds, bases)  # before any run: minutes each
     base_dir, base_info = bases(seeds[0])  # the reward model's and the GC view's

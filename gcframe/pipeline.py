@@ -100,6 +100,11 @@ def sft_base(cfg: RunConfig, task, accelerator, show_progress: bool = True) -> t
         claims.release(lock)
 
 
+def base_cached(cfg: RunConfig) -> bool:
+    """Whether this config's SFT base is trained (a pretrained model is its own): nothing to train for it."""
+    return bool(cfg.model.path) or (cache_root() / "sft_base" / base_key(cfg) / "base_info.json").is_file()
+
+
 def base_claimed_elsewhere(cfg: RunConfig) -> bool:
     """Whether this config's SFT base is missing and another live process is training it (its claim file): a second
     process building several bases (sft_base.per_seed) then trains another one meanwhile instead of waiting."""
