@@ -11,6 +11,7 @@ import yaml
 from gcframe.config import from_dict
 from gcframe.errors import UserError
 from tests import forkserver
+from tests.test_resume import cli_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,8 +34,8 @@ def test_compare_refuses_an_infinite_rate_before_anything_is_written(tmp_path):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({"train": {"lr": ".inf"}}).replace("'.inf'", ".inf"))
     res = forkserver.run([sys.executable, str(ROOT / "experiments" / "compare.py"), "--config", str(tmp_path / "c.yaml"),
                           "--quick", "--methods", "sft", "--out", str(tmp_path / "out")], capture_output=True,
-                         text=True, cwd=ROOT, env={"GCFRAME_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin",
-                                                   "OMP_NUM_THREADS": "1"})
+                         text=True, cwd=ROOT, env={**cli_env(), "GCFRAME_CACHE": str(tmp_path / "cache")})  # the
+    # other command-line tests' environment: forked from their server, not one of its own (~7 s of a core)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
     assert "train.lr is inf" in res.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
