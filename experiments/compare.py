@@ -543,8 +543,6 @@ def _main(args, where: dict) -> int:
     acc = make_accelerator()
     args.pool, helpers = None, []
     if args.backend == "ray" and not args.unit:  # joined before OUT is made: a cluster that is not there is one line
-        from gcframe import raygrid
-
         args.pool = raygrid.Pool(Path(args.out), args.threads, args.address, args.workers, acc.print)
     try:
         out = prepare_out(args, acc)

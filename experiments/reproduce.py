@@ -370,13 +370,11 @@ def parse_args(argv=None):
     p.add_argument("--seeds", help="compare results: comma-separated seeds (default: the result's own)")
     p.add_argument("--runs", default=str(ROOT / "runs" / "reproduce"), help="where the runs go")
     p.add_argument("--results", default=str(ROOT / "results"), help="where the result folders go")
-    p.add_argument("--backend", choices=("local", "ray"), default="local",
-                   help="compare results: where their cells train and their final models are re-scored (the "
-                        "--backend of compare.py and gcframe.evaluate; ray: pip install \".[ray]\")")
-    p.add_argument("--address", metavar="ADDR", help="with --backend ray: the Ray cluster to join (compare.py --address)")
-    args = p.parse_args(argv)
     from gcframe import raygrid
 
+    raygrid.add_flags(p, "a compare result's bases, trials, runs and scorings: their compare.py and "
+                      "gcframe.evaluate commands get the flags", unit=False)
+    args = p.parse_args(argv)
     raygrid.check_flags(args)  # --address with --backend ray; Ray installed (before anything runs)
     return args
 

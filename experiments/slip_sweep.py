@@ -75,9 +75,8 @@ def main(argv=None) -> int:
     p.add_argument("--config", default=str(ROOT / "experiments" / "configs" / "slip_sweep.yaml"))
     p.add_argument("--out", default=str(ROOT / "runs" / "slip_sweep"))
     p.add_argument("--quick", action="store_true", help="plumbing only: --quick's levels, seeds and sizes")
-    p.add_argument("--backend", choices=("local", "ray"), default="local", help="where each level's cells train and "
-                   "its models are re-scored (the --backend of compare.py and gcframe.evaluate)")
-    p.add_argument("--address", metavar="ADDR", help="with --backend ray: the Ray cluster to join")
+    raygrid.add_flags(p, "each level's cells and scorings: its compare.py and gcframe.evaluate commands get the "
+                      "flags", unit=False)
     args = p.parse_args(argv)
     raygrid.check_flags(args)  # before anything is written
     spec = load_sweep(Path(args.config), args.quick)

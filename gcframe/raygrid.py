@@ -37,8 +37,9 @@ ENV_PASSED = ("GCFRAME_CACHE", "HF_HOME", "HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE
               "OMP_NUM_THREADS")
 
 
-def add_flags(p, units: str) -> None:
-    """--backend, --address and the hidden --unit of a command whose grid can run as Ray tasks."""
+def add_flags(p, units: str, unit: bool = True) -> None:
+    """--backend, --address and (unit: a command that runs its own units) the hidden --unit of a command whose grid
+    can run as Ray tasks."""
     import argparse
 
     p.add_argument("--backend", choices=("local", "ray"), default="local", help=f"local (default): processes on this "
@@ -46,7 +47,8 @@ def add_flags(p, units: str) -> None:
                    f"({INSTALL}; docs/guides/grid-on-ray.md)")
     p.add_argument("--address", metavar="ADDR", help="with --backend ray: join this Ray cluster (auto, or "
                    "ray://host:port; default: start a local Ray on this machine)")
-    p.add_argument("--unit", help=argparse.SUPPRESS)  # a Ray task: this one unit of the grid only
+    if unit:
+        p.add_argument("--unit", help=argparse.SUPPRESS)  # a Ray task: this one unit of the grid only
 
 
 def check_flags(args) -> bool:

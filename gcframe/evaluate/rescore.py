@@ -235,9 +235,11 @@ def _on_ray(args, path: Path, work: list, single: bool) -> int:
     same = [a for a in ("--problems", "--k", "--split") if getattr(args, a[2:]) is not None]
     flags = [x for a in same for x in (a, str(getattr(args, a[2:])))] + \
         ["--checkpoints"] * args.checkpoints + ["--base"] * args.base
+    from gcframe.config import from_dict
+
     threads_each = args.threads or 1
-    n = args.problems  # the runs' train.eval_size when not given: each task resolves it as the local path does
-    pending = [w for w in work if not _scored(w, n, args.k, args.split)]
+    n = args.problems or from_dict(work[0][1]).train.eval_size  # as the local path (_rescore) resolves it
+    pending = [w for w in work if not is_scored(w[0], w[2], n, args.k, args.split)]
     needs = str(work[0][0].resolve() / "config.yaml")  # a run's: a node that sees it sees the folder
     tasks = [raygrid.Task(unit_of(path, w), ("-m", "gcframe.evaluate", str(path.resolve()), *flags, "--threads",
                                              str(threads_each), "--no-progress", "--unit", unit_of(path, w)), needs)
@@ -253,18 +255,15 @@ def _on_ray(args, path: Path, work: list, single: bool) -> int:
           + (f"; {len(work) - len(tasks)} already scored, kept" if len(work) > len(tasks) else "")
           + f"; per-problem rows in <run>/rescored/ (logs: {path}/ray-logs/)")
     if args.split == "test":
-        print(next_step(path, single, n or "N", args.k))
+        print(next_step(path, single, n, args.k))
     return 0
 
 
-def _scored(item: tuple, n: int | None, k: int, split: str) -> bool:
-    """Whether a work item's scoring is on disk (n None: the run's train.eval_size)."""
+def is_scored(run: Path, name: str, n: int, k: int, split: str) -> bool:
+    """Whether a model's scoring on n problems with k samples is on disk: its own file, or a run's greedy
+    evaluation that already holds it (holds_greedy)."""
     from gcframe.evaluate.problems import RESCORED
 
-    from gcframe.config import TrainConfig
-
-    run, raw, name = item[:3]
-    n = n or (raw.get("train") or {}).get("eval_size") or TrainConfig.eval_size
     return (run / RESCORED / scored_name(name, n, k, split)).is_file() or holds_greedy(run, name, n, k, split)
 
 
@@ -303,7 +302,7 @@ def _rescore(args, path: Path, work: list, single: bool = False) -> int:
         out = run / RESCORED / scored_name(name, n, args.k, split)
         label = name.replace("base", "base model", 1).replace("-seed", " seed ") if name.startswith("base") else \
             f"{run.parent.name} {run.name} {name}"
-        if out.is_file() or holds_greedy(run, name, n, args.k, split):
+        if is_scored(run, name, n, args.k, split):
             kept.append(label)
             continue
         claim = out.with_suffix(".claim")
