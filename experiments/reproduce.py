@@ -83,8 +83,8 @@ SMOLLM2_SLIP_STAGE = {"config": "smollm2_slip_sft.yaml", "method": "sft", "seed"
 """smollm2_slip's SFT stage: SmolLM2 fine-tuned on the slipping annotator, refused outside 0.2-0.6 greedy or with
 less than 0.10 of pass@4 above it on 500 validation problems."""
 
-OFF_POLICY_QUICK = ("grpo,grpo@k16,grpo@k16_tis,dapo@k16_seq_mis,ppo@k16_naive,cispo@k4_bf16,gspo@k1,sapo@bf16_tis,"
-                    "reinforce_pp@k4")
+OFF_POLICY_QUICK = ("grpo,grpo@k16,grpo@k16_tis,dapo@k16_seq_mis,ppo@k16_naive,cispo@k4_bf16,gspo@k1,sapo@bf16,"
+                    "grpo@bf16_tis,reinforce_pp@k4")
 """off_policy's smoke labels: every loss, every staleness, each correction of the grid and the bfloat16 sampler, over
 20 steps (k = 16 must be below the run's steps)."""
 
@@ -219,9 +219,9 @@ RECIPES = {
     "off_policy": Recipe(
         "off-policy RL on the one engine: grpo, dapo, cispo, gspo, sapo, ppo and reinforce_pp with the sampler k = 0, 1, "
         "4, 16 steps behind the learner, at k = 16 with none, token TIS, sequence masked IS and μ as π_old, and a "
-        "bfloat16 sampler at k = 0 and 4 and with token TIS at k = 0; the default's bases and design, each loss at its rate tuned at k = 0 in "
-        "results/default (reused, not retuned), 3 seeds, the 500 test problems at steps 50-200 in the same runs; "
-        "sized to 2.5 h of two one-thread processes (experiments/configs/off_policy.yaml)", "compare",
+        "bfloat16 sampler at k = 0 and 4 (GRPO's also with token TIS at k = 0); the default's bases and design, each "
+        "loss at its rate tuned at k = 0 in results/default (reused, not retuned), 3 seeds, the 500 test problems at steps 50-200 in the same runs; "
+        "sized to 2.3 h of two one-thread processes (experiments/configs/off_policy.yaml)", "compare",
         "off_policy.yaml", [0, 1, 2],
         quick=["--quick", "--steps", "20", "--methods", OFF_POLICY_QUICK]),
     "distillation": Recipe(
