@@ -1,13 +1,16 @@
-"""The tests' command-line runs (`python experiments/compare.py ARGS`, `python -m gcframe.evaluate ARGS`) without
-paying for the libraries' import each time: `run` forks them from a server process that has imported torch,
-transformers, datasets, pandas, matplotlib and the project once, and has run nothing.
+"""Command-line runs (`python SCRIPT ARGS`, `python -m MODULE ARGS`) without paying for the libraries' import each
+time: a server process imports torch, transformers, datasets, pandas, matplotlib and the project once, runs nothing,
+and forks each command from there. Two users: the tests' command-line runs (`run`, a drop-in for subprocess.run),
+and the Ray backend's units (gcframe.raygrid: each Ray worker keeps a server and forks its units from it, `Server`).
 
 A forked run is a process of its own, as `subprocess.run` starts one: its own environment (os.environ set to the
 one asked for), working folder, arguments (sys.argv, sys.path[0] the script's folder as `python SCRIPT` sets it, or
-the working folder for `-m`), standard streams (stdin empty; stdout and stderr captured) and exit status (an
-uncaught exception prints its traceback and exits 1; SystemExit's code as the interpreter takes it). What it does
-not repeat is the import: ~6 s of one core (torch and transformers' Llama) per run of the tiny model's compare.py,
-most of the time such a run takes. Two things differ from a fresh interpreter, and `run` keeps them apart:
+the working folder for `-m`), standard streams (stdin empty; stdout and stderr to files) and exit status (an uncaught
+exception prints its traceback and exits 1; SystemExit's code as the interpreter takes it). On Linux it gets SIGTERM
+when its server dies (PR_SET_PDEATHSIG), and the server when the process that started it dies, so a killed parent
+stops the run as Ctrl-C does. What it does not repeat is the import: ~6 s of one core (torch and transformers'
+Llama) per run of the tiny model's compare.py, most of the time such a run takes. Two things differ from a fresh
+interpreter, and `run` keeps them apart:
 
 - what a library reads from the environment while it is imported (huggingface_hub's HF_HUB_OFFLINE and HOME,
   OpenMP's OMP_NUM_THREADS): runs whose environments differ in any variable of IMPORT_READ fork from servers of
@@ -15,9 +18,10 @@ most of the time such a run takes. Two things differ from a fresh interpreter, a
 - the modules already imported: a command that is not `python SCRIPT ...` or `python -m MODULE ...`, or a test that
   is about what a command imports, uses subprocess.run itself.
 
-Each test process (an xdist worker) starts a server per such environment on first use; a run asked for while that
-server serves another thread's starts a fresh interpreter. `stop_all` stops them (tests/conftest.py, before the
-session looks for processes left running). tests/test_forkserver.py checks a forked run against a fresh one.
+Each process (an xdist worker, a Ray worker) starts a server per such environment on first use; a run asked for
+while that server serves another thread's starts a fresh interpreter. `stop_all` stops them (tests/conftest.py,
+before the session looks for processes left running). tests/test_forkserver.py checks a forked run against a fresh
+one.
 """
 from __future__ import annotations
 
@@ -45,6 +49,9 @@ project's modules that import them (their code is the checkout's: the server run
 
 SERVER = r"""
 import importlib, json, os, runpy, sys, threading, traceback
+from gcframe.forkserver import die_with_parent
+if json.loads(sys.argv[2]):
+    die_with_parent()
 for name in json.loads(sys.argv[1]):
     importlib.import_module(name)
 protocol = os.fdopen(os.dup(1), "w", buffering=1)  # requests on stdin, answers here; fd 1 becomes each run's stdout
@@ -54,10 +61,12 @@ protocol.write(json.dumps(ready) + "\n")
 
 
 def child(req):
+    die_with_parent()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
+    mode = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if req.get("append") else os.O_TRUNC)
     for fd, path in ((1, req["stdout"]), (2, req["stderr"])):
-        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+        os.dup2(os.open(path, mode, 0o644), fd)
     os.environ.clear()
     os.environ.update(req["env"])
     os.chdir(req["cwd"])
@@ -93,20 +102,48 @@ if ready["ready"]:
         protocol.write(json.dumps({"pid": pid, "code": os.waitstatus_to_exitcode(status)}) + "\n")
 """
 
+
+
+def die_with_parent() -> None:
+    """Linux: this process gets SIGTERM when its parent dies, even by SIGKILL (prctl PR_SET_PDEATHSIG), and stops as
+    on Ctrl-C: a forked run when its server dies, a tied server when the process that started it dies."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux
+        pass
+
+
 _servers: dict = {}
 _lock = threading.Lock()  # a test may run commands from several threads: each server serves one at a time
 
 
-class _Server:
-    """One server process and the environment it was started with."""
+class Server:
+    """One server process and the environment it was started with (`tied`: it gets SIGTERM when this process dies)."""
 
-    def __init__(self, env: dict):
+    def __init__(self, env: dict, tied: bool = False):
         self.env = env
-        self.proc = subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(PRELOAD)], cwd=ROOT, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, bufsize=1)
+        self.proc = subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(PRELOAD), json.dumps(tied)], cwd=ROOT,
+                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, bufsize=1)
         self.ok = json.loads(self.proc.stdout.readline() or '{"ready": false}')["ready"]
         self.busy = threading.Lock()
+
+    def spawn(self, cmd: list, cwd, env: dict, stdout, stderr, append: bool = False) -> int:
+        """Fork `cmd` ([sys.executable, SCRIPT, *args] or [sys.executable, "-m", MODULE, *args]: `parse`) with its
+        streams to these files (appended to, or truncated): its pid. `wait` then gives its exit status."""
+        script, module, args = parse(cmd)
+        self.proc.stdin.write(json.dumps({"script": script, "module": module, "args": args, "env": env,
+                                          "cwd": str(Path(cwd).resolve()), "stdout": str(stdout),
+                                          "stderr": str(stderr), "append": append}) + "\n")
+        self.proc.stdin.flush()
+        return self.answer(None)["pid"]
+
+    def wait(self, deadline: float | None = None) -> int | None:
+        """The forked run's exit status (negative: the signal that ended it), or None at the deadline."""
+        done = self.answer(deadline)
+        return None if done is None else done["code"]
 
     def answer(self, deadline: float | None) -> dict | None:
         """The server's next line, or None at the deadline (monotonic seconds)."""
@@ -116,7 +153,7 @@ class _Server:
             if select.select([fd], [], [], wait)[0]:
                 line = fd.readline()
                 if not line:
-                    raise RuntimeError("the test fork server ended")
+                    raise RuntimeError("the fork server ended")
                 return json.loads(line)
             if deadline is not None and time.monotonic() >= deadline:
                 return None
@@ -136,20 +173,20 @@ def _fixed(env: dict) -> tuple:
     return tuple(sorted((k, v) for k, v in env.items() if k.startswith(IMPORT_READ)))
 
 
-def _server(env: dict) -> _Server | None:
+def _server(env: dict) -> Server | None:
     """An idle server for this environment, its `busy` lock held; None where it cannot start or is serving another
     thread's run (that command then starts a fresh interpreter)."""
     with _lock:
         key = _fixed(env)
         if key not in _servers:
-            _servers[key] = _Server(env)
+            _servers[key] = Server(env)
         server = _servers[key]
         if server.ok and server.proc.poll() is None and server.busy.acquire(blocking=False):
             return server
         return None
 
 
-def _parse(cmd: list) -> tuple[str | None, str | None, list[str]] | None:
+def parse(cmd: list) -> tuple[str | None, str | None, list[str]] | None:
     """(script, module, args) of [sys.executable, SCRIPT, *args] or [sys.executable, "-m", MODULE, *args]; None for
     any other command."""
     cmd = [str(c) for c in cmd]
@@ -167,27 +204,22 @@ def run(cmd: list, *, cwd=None, env: dict | None = None, timeout: float | None =
     """subprocess.run(cmd, capture_output=True, text=True, cwd=, env=, timeout=) for a Python script or module,
     forked from a server that has the libraries imported (module docstring); any other call is subprocess.run's."""
     env = dict(os.environ if env is None else env)
-    parsed = _parse(cmd)
+    parsed = parse(cmd)
     server = _server(env) if parsed and capture_output and text and not kwargs else None
     if server is None:
         return subprocess.run(cmd, cwd=cwd, env=env, timeout=timeout, capture_output=capture_output, text=text,
                               **kwargs)
     try:
-        script, module, args = parsed
-        cwd = str(Path(cwd or os.getcwd()).resolve())
         with tempfile.TemporaryDirectory(prefix="forkrun-") as tmp:
             out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
-            server.proc.stdin.write(json.dumps({"script": script, "module": module, "args": args, "env": env,
-                                                "cwd": cwd, "stdout": str(out), "stderr": str(err)}) + "\n")
-            server.proc.stdin.flush()
-            pid = server.answer(None)["pid"]
-            done = server.answer(None if timeout is None else time.monotonic() + timeout)
-            if done is None:  # past the timeout: killed, as subprocess.run kills its child
+            pid = server.spawn(cmd, cwd or os.getcwd(), env, out, err)
+            code = server.wait(None if timeout is None else time.monotonic() + timeout)
+            if code is None:  # past the timeout: killed, as subprocess.run kills its child
                 os.kill(pid, signal.SIGKILL)
-                server.answer(None)
+                server.wait()
                 raise subprocess.TimeoutExpired(cmd, timeout, out.read_text(errors="replace"),
                                                 err.read_text(errors="replace"))
-            return subprocess.CompletedProcess([str(c) for c in cmd], done["code"], out.read_text(errors="replace"),
+            return subprocess.CompletedProcess([str(c) for c in cmd], code, out.read_text(errors="replace"),
                                                err.read_text(errors="replace"))
     finally:
         server.busy.release()

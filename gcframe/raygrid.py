@@ -1,6 +1,8 @@
 """A grid as Ray tasks (`--backend ray`): each unit of the grid is one Ray task that declares its resources
 (num_cpus = its threads, num_gpus = 1 on a GPU) and runs that unit alone in a process of its own, with the code the
-local path runs on the same folder, so a unit's results are the local path's:
+local path runs on the same folder, so a unit's results are the local path's. Each Ray worker forks its units from a
+server that has imported torch and the project once (gcframe.forkserver), so a unit costs what its run costs, not a
+fresh interpreter's ~6 s of imports:
 
 - compare.py: an SFT base, a tuning trial at one seed, a run (method x seed): `compare.py --resume OUT --cells-only
   --unit UNIT`, the code `--workers` runs. The driver (the compare.py the user started) writes OUT/config.yaml,
@@ -142,21 +144,36 @@ def compare_task(out: Path, unit: tuple, threads: int) -> Task:
                        "--unit", name), str(out / "config.yaml"), None if claim is None else str(claim))
 
 
-def _die_with_parent() -> None:
-    """Linux: the unit's process gets SIGTERM when its Ray worker dies, even by SIGKILL (prctl PR_SET_PDEATHSIG): it
-    stops like Ctrl-C (its claims removed, its last checkpoint kept) and the retried task resumes from there."""
-    import ctypes
-    import signal
+_server = None  # this Ray worker's fork server (gcframe.forkserver): the libraries imported once, each unit forked
 
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux
-        pass
+
+def _forked(cmd: list, log_path: Path) -> int:
+    """Run `cmd` as a process of its own, forked from this worker's server (started on the worker's first unit, tied
+    to the worker: a killed worker takes its server and the running unit with it, which then stops as on Ctrl-C, its
+    claims removed and its last checkpoint kept); its streams appended to the log, its pid written there. Its exit
+    status."""
+    global _server
+    from gcframe import forkserver
+
+    if _server is None or _server.proc.poll() is not None:
+        _server = forkserver.Server(dict(os.environ), tied=True)
+    if not _server.ok:  # a server that could not fork safely: a fresh interpreter, as subprocess.run starts one
+        with open(log_path, "a") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(ROOT),
+                                    preexec_fn=forkserver.die_with_parent)
+            log.write(f"[pid {proc.pid}]\n")
+            log.flush()
+            return proc.wait()
+    pid = _server.spawn(cmd, ROOT, dict(os.environ), log_path, log_path, append=True)
+    with open(log_path, "a") as log:
+        log.write(f"[pid {pid}]\n")
+    return _server.wait()
 
 
 def run_unit(out: str, task: Task) -> str:
-    """The body of a unit's Ray task: `python ARGV` in a process of its own, from the repository root, logging to
-    OUT/ray-logs/<unit>.log. Returns the unit's name."""
+    """The body of a unit's Ray task: `python ARGV` in a process of its own (forked from the worker's server, which
+    has imported the libraries once), from the repository root, logging to OUT/ray-logs/<unit>.log. Returns the
+    unit's name."""
     host = socket.gethostname()
     if not Path(task.needs).is_file():
         raise UnitFailed(f"node {host} cannot see the run folder {out} ({task.needs} is not there): put the run folder "
@@ -173,9 +190,7 @@ def run_unit(out: str, task: Task) -> str:
     cmd = [sys.executable, *task.argv]
     with open(log_path, "a") as log:
         log.write(f"[{time.strftime('%H:%M:%S')} on {host}] {' '.join(cmd)}\n")
-        log.flush()
-        code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(ROOT),
-                               preexec_fn=_die_with_parent)
+    code = _forked(cmd, log_path)
     if code == 0:
         return task.name
     lines = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]

@@ -70,7 +70,7 @@ def _leftovers() -> list[tuple[int, str]]:
 def no_process_left_behind():
     """Fails the session when a process a test started is still running at its end (and kills it)."""
     yield
-    forkserver = sys.modules.get("tests.forkserver")
+    forkserver = sys.modules.get("gcframe.forkserver")
     if forkserver is not None:  # its servers carry this session's mark: stopped here, not found left running
         forkserver.stop_all()
     if not Path("/proc/self/environ").exists():

@@ -20,7 +20,7 @@ import yaml
 
 from gcframe.tracking import checkpoint
 from gcframe.tracking.log import read_jsonl
-from tests import forkserver
+from gcframe import forkserver
 from tests.test_resume import COMPARE, ROOT, TINY_CONFIG, cli_env, run_cli
 
 TINY = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "steps": 6, "eval_every": 0}}
@@ -261,7 +261,7 @@ def _run_with_env(tmp: Path, name: str) -> subprocess.CompletedProcess:
             env.pop(k, None)
         else:
             env[k] = v.replace("{tmp}", str(tmp))
-    # a fresh interpreter: these variables are read while huggingface_hub is imported (tests/forkserver.py)
+    # a fresh interpreter: these variables are read while huggingface_hub is imported (gcframe/forkserver.py)
     return subprocess.run([sys.executable, str(COMPARE), *_case_args(tmp, name)], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=300)
 

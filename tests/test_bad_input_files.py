@@ -23,7 +23,7 @@ import yaml
 from gcframe.errors import UserError
 from gcframe.tasks import TaskConfig, build_task
 from gcframe.tracking import checkpoint
-from tests import forkserver
+from gcframe import forkserver
 from tests.test_resume import COMPARE, ROOT, TINY_CONFIG, cli_env
 
 TINY = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "steps": 3, "eval_every": 0, "checkpoint_every": 2,
@@ -40,7 +40,7 @@ def access(path, mode, *args, **kwargs):  # as for a user who is not root: the p
 os.access = access
 if sys.argv[1] == "-m":
     sys.argv = sys.argv[2:]
-    sys.modules.pop(sys.argv[0], None)  # imported already where this runs forked (tests/forkserver.py)
+    sys.modules.pop(sys.argv[0], None)  # imported already where this runs forked (gcframe/forkserver.py)
     runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 else:
     sys.argv = sys.argv[1:]

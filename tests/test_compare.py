@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests import forkserver
+from gcframe import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ import yaml
 
 from gcframe.config import from_dict
 from gcframe.errors import UserError
-from tests import forkserver
+from gcframe import forkserver
 from tests.test_resume import cli_env
 
 ROOT = Path(__file__).resolve().parents[1]

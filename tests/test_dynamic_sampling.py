@@ -13,7 +13,7 @@ from gcframe.engine import token_logprobs
 from gcframe.errors import UserError
 from gcframe.rewards import scoring
 from methods import REGISTRY, Method, get_method, register
-from tests import forkserver
+from gcframe import forkserver
 
 SIZE = Size("test", 32, 2, 4, 64, prompts=4, group=4, new_tokens=4)
 

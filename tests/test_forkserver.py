@@ -1,4 +1,4 @@
-"""tests/forkserver.py: a command forked from the server that has the libraries imported gives what a fresh
+"""gcframe/forkserver.py: a command forked from the server that has the libraries imported gives what a fresh
 interpreter gives (arguments, working folder, environment, sys.path[0], both streams, the exit status of a clean exit,
 of sys.exit(code) and of an uncaught exception with its traceback), so the tests that use it check the commands a
 user runs."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import forkserver
+from gcframe import forkserver
 
 SCRIPT = """
 import json, os, sys

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests import forkserver
+from gcframe import forkserver
 from tests.test_resume import COMPARE, ROOT, TINY_CONFIG
 
 

@@ -5,6 +5,7 @@ end with the uninterrupted local path's results. Slow (about 6 minutes at load 4
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -97,9 +98,19 @@ def _wait_for(path_glob: tuple[Path, str], proc: subprocess.Popen, limit: float 
         time.sleep(1)
 
 
-def _unit_pids(name: str) -> list[int]:
-    r = subprocess.run(["pgrep", "-f", "--", f"--unit {name}$"], capture_output=True, text=True)
-    return [int(x) for x in r.stdout.split()]
+def _unit_pids(out: Path, pattern: str = "*") -> list[int]:
+    """The live unit processes of OUT's logs (each attempt writes its pid there: gcframe.raygrid forks units from a
+    server, so their command lines are the server's)."""
+    pids = [int(m) for log in (out / "ray-logs").glob(f"{pattern}.log")
+            for m in re.findall(r"^\[pid (\d+)\]$", log.read_text(errors="replace"), re.M)]
+    alive = []
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+            alive.append(pid)
+        except ProcessLookupError:
+            pass
+    return alive
 
 
 @pytest.fixture
@@ -118,7 +129,7 @@ def test_a_killed_unit_is_retried_and_resumes_from_its_checkpoint(cluster, grid,
     driver = _driver(grid, out, cluster)
     stopped.append(driver)
     _wait_for((out, "grpo/seed0/checkpoints/step-0002*"), driver)  # grpo is past step 200
-    pids = _unit_pids("run:grpo:0")
+    pids = _unit_pids(out, "run_grpo_0")
     assert len(pids) == 1
     os.kill(pids[0], signal.SIGKILL)
     log, _ = driver.communicate(timeout=3600)
@@ -141,7 +152,7 @@ def test_a_killed_driver_is_resumed_by_the_same_command_and_redoes_nothing_finis
     os.killpg(driver.pid, signal.SIGKILL)
     driver.wait()
     for _ in range(120):  # Ray ends a dead driver's tasks: their units stop (SIGTERM), keeping their checkpoints
-        if not _unit_pids("run:.*"):
+        if not _unit_pids(out, "run_*"):
             break
         time.sleep(1)
     again = _driver(grid, out, cluster, "--resume")

@@ -14,7 +14,7 @@ from experiments.bench_common import Size, make_trainer
 from gcframe.evaluate.rescore import main
 from gcframe.tracking import final_model
 from gcframe.tracking.log import read_jsonl
-from tests import forkserver
+from gcframe import forkserver
 
 SIZE = Size("test", 32, 2, 4, 64, prompts=2, group=4, new_tokens=4)
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ import yaml
 
 from analysis import results
 from gcframe.errors import UserError
-from tests import forkserver
+from gcframe import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {"commit": "abc1234def", "dirty": False, "python": "3.11.7", "cpu": "AMD EPYC", "threads": 1,

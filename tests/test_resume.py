@@ -17,7 +17,7 @@ import yaml
 
 from gcframe.tracking import checkpoint
 from gcframe.tracking.log import read_jsonl
-from tests import forkserver
+from gcframe import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPARE = ROOT / "experiments" / "compare.py"
@@ -50,7 +50,7 @@ machine under load a command takes many times its idle time (a 20 s run took ove
 
 def run_cli(*args: str, script: Path = COMPARE, timeout: float = SAFETY_S) -> subprocess.CompletedProcess:
     """`script` (compare.py) with `args` in a process of its own (one thread, cwd the repository), forked from one
-    that has the libraries imported (tests/forkserver.py: the same run, ~4 s of one core less); `timeout` is raised to
+    that has the libraries imported (gcframe/forkserver.py: the same run, ~4 s of one core less); `timeout` is raised to
     SAFETY_S where a caller gives less: no test here is about how long a command takes."""
     return forkserver.run([sys.executable, str(script), *map(str, args)], env=cli_env(), cwd=ROOT,
                           timeout=max(timeout, SAFETY_S))

@@ -10,7 +10,7 @@ import yaml
 from analysis.slip import baseline
 from experiments.slip_sweep import level_config, load_sweep
 from gcframe.errors import UserError
-from tests import forkserver
+from gcframe import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "experiments" / "configs" / "slip_sweep.yaml"

@@ -13,7 +13,7 @@ from accelerate import Accelerator
 from gcframe.config import from_dict
 from gcframe.errors import UserError
 from gcframe.pipeline import prepare, sft_base
-from tests import forkserver
+from gcframe import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"task": {"operands": 2, "digits": 1, "n_demos": 60, "n_heldout": 40},

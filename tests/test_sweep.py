@@ -13,7 +13,7 @@ import yaml
 
 from analysis.sweep import paired
 from experiments.sweep_5_2 import maj_at_k, pass_at_k
-from tests import forkserver
+from gcframe import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 

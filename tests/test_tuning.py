@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from analysis.tuning import expected_max  # noqa: E402
 from experiments.tune import check_spec, choose, edge_rates  # noqa: E402
-from tests import forkserver
+from gcframe import forkserver
 
 
 def compare(*args, **env):

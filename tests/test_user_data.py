@@ -13,7 +13,7 @@ import yaml
 
 from gcframe.errors import UserError
 from gcframe.tasks import TaskConfig, build_task
-from tests import forkserver
+from gcframe import forkserver
 from tests.test_resume import COMPARE, TINY_CONFIG, cli_env
 
 ROWS = [{"q": f"{a}+{b}=", "a": str(a + b), "sol": f"{a + b}"} for a in range(10) for b in range(10)]  # 100 rows

@@ -24,7 +24,7 @@ import yaml
 
 from gcframe.tracking import checkpoint, progress
 from gcframe.tracking.log import read_jsonl
-from tests import forkserver
+from gcframe import forkserver
 from tests.test_resume import COMPARE, HANG, ROOT, TINY_CONFIG, cli_env, run_cli, write_config
 
 SUMMARY_COLUMNS = ["method", "seed", "base_accuracy", "initial_accuracy", "final_accuracy", "time_s", "gen_tokens",
