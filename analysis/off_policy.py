@@ -1,6 +1,6 @@
 """What an off-policy grid shows (experiments/configs/off_policy.yaml, docs/concepts/off-policy.md):
 
-    python -m analysis.off_policy OUT [--to DIR]        # DIR (default OUT/report): the six tables and the figure below
+    python -m analysis.off_policy OUT [--to DIR]        # DIR (default OUT/report): the tables and the figure below
 
 Each run is placed by its own config (train.staleness k, train.sampler_dtype, train.correction), its loss by its
 method, so labels are free. Accuracy is each run's last evaluation, greedy, per problem (RUN/problems.jsonl); every
@@ -19,12 +19,17 @@ the tokens the correction truncated or masked (correction_frac) and of the token
     corrections.csv   at the largest k, each correction against none, Holm over the family
     sampler.csv       a bfloat16 sampler against float32 at each k, and each correction on it against none
     staleness.png     accuracy against k per loss, and each correction at the largest k beside none
-    claims.csv        the field's claims, each a planned contrast, Holm over the four:
+    claims.csv        the field's claims, each a planned contrast, Holm over the five:
                       ScaleRL: CISPO tolerates staleness better than GRPO, and than DAPO: the difference in
                       differences (y_CISPO,K − y_CISPO,0) − (y_GRPO,K − y_GRPO,0) per seed and problem;
                       GSPO's sequence ratio is steadier off-policy than GRPO's token ratio: the same for GSPO − GRPO;
                       Yao et al. 2025: token TIS recovers a float32 sampler's accuracy under a bfloat16 one: GRPO with
-                      a bfloat16 sampler and TIS against GRPO with a float32 sampler (separated below 0: it does not)
+                      a bfloat16 sampler and TIS against GRPO with a float32 sampler (separated below 0: it does not);
+                      asynchronous implementations that skip the recomputation: without π_old recomputed the clip does
+                      not hold: GRPO with μ as π_old against GRPO with π_old recomputed at the largest k, the tokens
+                      each clipped beside (clip_frac)
+    overview.csv      the grid at a glance: a row per loss, a column per cell, the mean ± SD of the seeds' accuracies,
+                      and the KL(μ‖π_old) each loss logged at the largest k
 """
 from __future__ import annotations
 
@@ -205,7 +210,33 @@ def claims(frame: pd.DataFrame, outcomes: pd.DataFrame) -> pd.DataFrame:
     if tis and on:
         rows.append({"claim": "token TIS recovers the float32 sampler's accuracy under a bfloat16 one (grpo)",
                      "contrast": f"{tis} − {on}", **_compare(outcomes, tis, on)})
+    naive, kept = _label(frame, "grpo", top, correction="naive"), _label(frame, "grpo", top)
+    if naive and kept and top > 0:  # the clip around μ instead of π_old: what the clip cut, beside the accuracies
+        rows.append({"claim": f"without recomputing π_old the clip does not hold: μ as π_old against π_old "
+                              f"recomputed, k = {top} (grpo)", "contrast": f"{naive} − {kept}",
+                     **_compare(outcomes, naive, kept), "clipped": _logged(frame, naive)["clipped"],
+                     "clipped, π_old recomputed": _logged(frame, kept)["clipped"]})
     return pd.DataFrame(_holm(rows))
+
+
+def overview(frame: pd.DataFrame, outcomes: pd.DataFrame) -> pd.DataFrame:
+    """The grid at a glance: a row per loss, a column per cell (k, the sampler's precision, the correction), each the
+    greedy test accuracy as mean ± SD over the seeds; the KL(μ‖π_old) each loss logged at the largest k beside."""
+    cols = sorted({(int(k), d, c) for k, d, c in frame[["k", "dtype", "correction"]].itertuples(index=False)},
+                  key=lambda x: (x[1] != "float32", x[2] != "none", x[2], x[0]))  # float32 by k, corrections, low
+    top = int(frame["k"].max())
+    rows = []
+    for loss in sorted(frame["loss"].unique()):
+        row = {"loss": loss}
+        for k, dtype, corr in cols:
+            name = f"k = {k}" + ("" if dtype == "float32" else f", {dtype}") + ("" if corr == "none" else f", {corr}")
+            label = _label(frame, loss, int(k), dtype, corr)
+            mean, sd = _accuracy(outcomes, label) if label else (np.nan, np.nan)
+            row[name] = "–" if not label else f"{mean:.3f} ± {sd:.3f}" if not np.isnan(sd) else f"{mean:.3f}"
+        at_top = _label(frame, loss, top)
+        row[f"KL(μ‖π_old) k3 at k = {top}"] = _logged(frame, at_top)["KL(μ‖π_old) k3"] if at_top else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def varied(runs) -> bool:
@@ -215,7 +246,7 @@ def varied(runs) -> bool:
 
 
 def write(out: Path, to: Path, prefix: str = "", runs=None) -> list[Path]:
-    """The six tables (module docstring) of the grid in `out` (`runs`: its analysis.runs.Runs, where the caller has
+    """The seven tables (module docstring) of the grid in `out` (`runs`: its analysis.runs.Runs, where the caller has
     it), into `to`, each name after `prefix`."""
     from analysis.runs import Runs, final_outcomes
 
@@ -235,6 +266,7 @@ def write(out: Path, to: Path, prefix: str = "", runs=None) -> list[Path]:
                                    *(versus_none(frame, outcomes, d, sorted(frame["k"].unique()))
                                      for d in sorted(set(frame["dtype"]) - {"float32"}))], ignore_index=True)
     tables["claims"] = claims(frame, outcomes)
+    tables["overview"] = overview(frame, outcomes)
     to.mkdir(parents=True, exist_ok=True)
     written = []
     for name, table in tables.items():

@@ -20,17 +20,18 @@ SET = {
     "cispo": ([1, 1, 1, 1], [1, 1, 1, 0]),
     "cispo@k16": ([1, 1, 1, 1], [1, 1, 1, 0]),  # loses nothing
     "grpo@bf16_tis": ([1, 1, 1, 1], [1, 1, 1, 0]),
+    "grpo@k16_naive": ([0, 0, 1, 0], [0, 0, 1, 0]),
 }
 PLACE = {"grpo": ("grpo", 0, "float32", "none"), "grpo@k16": ("grpo", 16, "float32", "none"),
          "cispo": ("cispo", 0, "float32", "none"), "cispo@k16": ("cispo", 16, "float32", "none"),
-         "grpo@bf16_tis": ("grpo", 0, "bfloat16", "tis")}
+         "grpo@bf16_tis": ("grpo", 0, "bfloat16", "tis"), "grpo@k16_naive": ("grpo", 16, "float32", "naive")}
 
 
 def _frames():
     outcomes = pd.DataFrame([{"method": m, "seed": s, "problem": p, "greedy": float(y[s][p])}
                              for m, y in SET.items() for s in (0, 1) for p in PROBLEMS])
     frame = pd.DataFrame([{"method": m, "seed": s, "loss": loss, "k": k, "dtype": d, "correction": c,
-                           "mismatch_kl_k3": 0.01 * k}
+                           "mismatch_kl_k3": 0.01 * k, "clip_frac": 0.5 if c == "naive" else 0.1}
                           for m, (loss, k, d, c) in PLACE.items() for s in (0, 1)])
     return frame, outcomes
 
@@ -70,7 +71,21 @@ def test_the_claims_are_differences_in_differences():
     assert did["contrast"] == "(cispo@k16 − cispo) − (grpo@k16 − grpo)"
     tis = rows.loc["token TIS recovers the float32 sampler's accuracy under a bfloat16 one (grpo)"]
     assert tis["Δ"] == 0 and not tis["separated family-wise"]  # set equal to grpo's outcomes
-    assert len(rows) == 2  # no dapo and no gspo here: their claims are left out, not made up
+    naive = rows.loc["without recomputing π_old the clip does not hold: μ as π_old against π_old recomputed, k = 16 "
+                     "(grpo)"]
+    # grpo@k16_naive − grpo@k16: seed 0 (−1, 0, 0, 0), seed 1 (0, −1, 0, 0): −2/8
+    assert naive["Δ"] == pytest.approx(-0.25) and (naive["clipped"], naive["clipped, π_old recomputed"]) == (0.5, 0.1)
+    assert len(rows) == 3  # no dapo and no gspo here: their claims are left out, not made up
+
+
+def test_the_overview_is_a_row_per_loss_and_a_column_per_cell():
+    frame, outcomes = _frames()
+    table = off_policy.overview(frame, outcomes).set_index("loss")
+    assert list(table.columns) == ["k = 0", "k = 16", "k = 16, naive", "k = 0, bfloat16, tis",
+                                   "KL(μ‖π_old) k3 at k = 16"]
+    # grpo at k = 0: seed 0 4/4, seed 1 3/4: mean 0.875, SD |1 − 0.75| / √2 = 0.177
+    assert table.loc["grpo", "k = 0"] == "0.875 ± 0.177" and table.loc["cispo", "k = 16, naive"] == "–"
+    assert table.loc["grpo", "KL(μ‖π_old) k3 at k = 16"] == pytest.approx(0.16)
 
 
 def test_a_folder_that_is_not_there_is_one_line():
