@@ -1,4 +1,4 @@
-"""Dual-clip PPO (Ye et al. 2020, arXiv:1912.09729, §3.3): PPO with a floor under the clipped surrogate for A < 0.
+"""Dual-clip PPO (Ye et al. 2020, arXiv:1912.09729, eq. 5): PPO with a floor under the clipped surrogate for A < 0.
 
 PPO's clip bounds how far a ratio may move in the direction its advantage pushes, but not the other way: a token
 with A < 0 whose ratio r = π_θ/π_old has grown large (the policy made it much likelier since sampling) keeps the
@@ -28,11 +28,11 @@ class DualClipPPO(PPO):
     @dataclass
     class Config(PPOConfig):
         dual_clip: float | None = 3.0
-        """c: the floor c·A under the surrogate of a token with A < 0 (Ye et al. 2020, §3.3: 3; verl's
-        clip_ratio_c); > 1, and above 1 + clip_eps for it to act beyond PPO's own clip."""
+        """c: the floor c·A under the surrogate of a token with A < 0 (Ye et al. 2020, eq. 5; 3 is verl's
+        clip_ratio_c default); > 1, and above 1 + clip_eps for it to act beyond PPO's own clip."""
 
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
-        """GC_t = A_t · r_t · 1[clip inactive] · 1[not (A_t < 0 and r_t > c)]   (Ye et al. 2020, §3.3)
+        """GC_t = A_t · r_t · 1[clip inactive] · 1[not (A_t < 0 and r_t > c)]   (Ye et al. 2020, eq. 5)
 
         Derivation: for A ≥ 0 the objective is PPO's, whose gradient is A·r·∇log π_θ unless r > 1 + ε (0 there).
         For A < 0, min(rA, clip(r)A) = A·max(r, 1 − ε), so it depends on r only for r > 1 − ε; max(·, cA) replaces

@@ -27,7 +27,7 @@ textbook("sft_clean")(_sft)  # ... and on as many exact ones
 
 
 def _dual_clipped(surrogate, A, c):
-    """Ye et al. 2020, §3.3 (dual-clip PPO): max(surrogate, c·A) where A < 0, the surrogate elsewhere; c None: off."""
+    """Ye et al. 2020, eq. 5 (dual-clip PPO): max(surrogate, c·A) where A < 0, the surrogate elsewhere; c None: off."""
     if c is None:
         return surrogate
     return torch.where(A < 0, torch.max(surrogate, c * A), surrogate)
@@ -37,7 +37,7 @@ def _dual_clipped(surrogate, A, c):
 @textbook("dual_clip_ppo")
 def _ppo(method, batch, logp):
     """Schulman et al. 2017 eq. 7: −L^CLIP = −min(r·A, clip(r, 1−ε, 1+ε)·A), no KL term (it is in the reward); with
-    dual_clip c, Ye et al. 2020 §3.3: −max(L^CLIP, c·A) on the tokens with A < 0."""
+    dual_clip c, Ye et al. 2020 eq. 5: −max(L^CLIP, c·A) on the tokens with A < 0."""
     A, eps = batch.data["advantages"], method.cfg.clip_eps  # A [N, T] from prepare (GAE on the critic)
     r = torch.exp(logp - batch.data["old_logp"])  # π_θ/π_old [N, T]
     surrogate = _dual_clipped(torch.min(r * A, torch.clamp(r, 1 - eps, 1 + eps) * A), A, method.cfg.dual_clip)
@@ -77,7 +77,7 @@ def _kl_term(kind, logp, batch, r):
 
 def _clipped_surrogate_with_kl(method, batch, logp, A):
     """DeepSeekMath eq. 3 / the seed's J_GRPO: −[min(r·Â, clip(r, 1−ε, 1+ε_high)·Â) − β·KL̂], KL̂ = k3, k2 or r·k3;
-    with dual_clip c the surrogate of a token with Â < 0 floored at c·Â (Ye et al. 2020, §3.3)."""
+    with dual_clip c the surrogate of a token with Â < 0 floored at c·Â (Ye et al. 2020, eq. 5)."""
     c = method.cfg
     hi = c.clip_eps if c.clip_eps_high is None else c.clip_eps_high
     r = torch.exp(logp - batch.data["old_logp"])  # π_θ/π_old [N, T]
