@@ -220,8 +220,9 @@ RECIPES = {
         "off-policy RL on the one engine: grpo, dapo, cispo, gspo, sapo, ppo and reinforce_pp with the sampler k = 0, 1, "
         "4, 16 steps behind the learner, at k = 16 with none, token TIS, sequence masked IS and μ as π_old, and a "
         "bfloat16 sampler at k = 0 and 4 (GRPO's also with token TIS at k = 0); the default's bases and design, each "
-        "loss at its rate tuned at k = 0 in results/default (reused, not retuned), 3 seeds, the 500 test problems at steps 50-200 in the same runs; "
-        "sized to 2.3 h of two one-thread processes (experiments/configs/off_policy.yaml)", "compare",
+        "loss at its rate tuned at k = 0 in results/default (reused, not retuned), 3 seeds, the 500 test problems at "
+        "steps 50-200 in the same runs; sized to 2.3 h of two one-thread processes (experiments/configs/off_policy.yaml)",
+        "compare",
         "off_policy.yaml", [0, 1, 2],
         quick=["--quick", "--steps", "20", "--methods", OFF_POLICY_QUICK]),
     "distillation": Recipe(
