@@ -362,6 +362,11 @@ def compare_rows(new_csv, committed_csv, examples: int = 3) -> str:
 
 
 # -- rendering -------------------------------------------------------------------------------------------------------
+def _cells(row) -> str:
+    """A markdown table's row: a "|" inside a cell (a header such as "|log ρ| > log 2") escaped, not a column."""
+    return " | ".join(str(c).replace("|", "\\|") for c in row)
+
+
 def render_table(csv: Path) -> str:
     """The markdown table of a results CSV (every cell as written) and the line saying what made it."""
     if not csv.is_file():
@@ -372,8 +377,8 @@ def render_table(csv: Path) -> str:
     if csv.suffix == ".md":  # sentences written from a result's tables (analysis.findings): shown as they are
         return csv.read_text().rstrip("\n") + "\n\n" + stamp + "\n"
     df = pd.read_csv(csv, dtype=str, keep_default_na=False)
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "|".join("---" for _ in df.columns) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in df.itertuples(index=False)]
+    lines = ["| " + _cells(df.columns) + " |", "|" + "|".join("---" for _ in df.columns) + "|"]
+    lines += ["| " + _cells(row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines) + "\n\n" + stamp + "\n"
 
 
