@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     print(f"the seed-{args.seed} SFT base, cached before anything is timed", flush=True)
     _run([*common, "--methods", "sft", "--steps", "1", "--out", str(out / "warmup")], out / "warmup.log")
     units = len(args.methods.split(","))
-    rows = []
+    rows, first = [], None  # first: the local path's first summary, which every other must equal
     for rep in range(args.repeats):
         for backend, flags in (("local", ["--workers", "2"]), ("ray", ["--backend", "ray", "--workers", "2"])):
             where = out / f"{backend}{rep}"
@@ -82,9 +82,8 @@ def main(argv=None) -> int:
                          "ray_start_s": float(start.group(1)) if start else None})
             print(f"{backend} (repeat {rep}): {wall:.1f} s for {units} runs", flush=True)
             summary = pd.read_csv(where / "summary.csv").drop(columns=["time_s"], errors="ignore")
-            if rows[0] is rows[-1]:
-                first = summary
-            elif not summary.equals(first):
+            first = summary if first is None else first
+            if not summary.equals(first):
                 raise UserError(f"{where}/summary.csv differs from {out}/local0/summary.csv: the backends must give "
                                 "the same runs")
     wall = pd.DataFrame(rows)

@@ -1,8 +1,8 @@
 """A grid as Ray tasks (`--backend ray`): each unit of the grid is one Ray task that declares its resources
 (num_cpus = its threads, num_gpus = 1 on a GPU) and runs that unit alone in a process of its own, with the code the
 local path runs on the same folder, so a unit's results are the local path's. Each Ray worker forks its units from a
-server that has imported torch and the project once (gcframe.forkserver), so a unit costs what its run costs, not a
-fresh interpreter's ~6 s of imports:
+server that has imported torch and the project once (gcframe.forkserver), so a unit skips a fresh interpreter's ~6 s
+of imports (it still sets its own run up: results/ray_overhead):
 
 - compare.py: an SFT base, a tuning trial at one seed, a run (method x seed): `compare.py --resume OUT --cells-only
   --unit UNIT`, the code `--workers` runs. The driver (the compare.py the user started) writes OUT/config.yaml,
