@@ -48,12 +48,14 @@ PRELOAD = ("torch", "transformers", "transformers.models.llama.modeling_llama", 
 project's modules that import them (their code is the checkout's: the server runs from ROOT with its sys.path)."""
 
 SERVER = r"""
-import importlib, json, os, runpy, sys, threading, traceback
+import gc, importlib, json, os, runpy, sys, threading, traceback
 from gcframe.forkserver import die_with_parent
 if json.loads(sys.argv[2]):
     die_with_parent()
 for name in json.loads(sys.argv[1]):
     importlib.import_module(name)
+gc.collect()
+gc.freeze()  # the imports live as long as the server: a forked run's collections walk only its own objects
 protocol = os.fdopen(os.dup(1), "w", buffering=1)  # requests on stdin, answers here; fd 1 becomes each run's stdout
 os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the server's own prints (a library's, while imported) go nowhere
 ready = {"ready": threading.active_count() == 1}  # forking a process with other threads running is not safe
