@@ -247,6 +247,10 @@ RECIPES = {
     "benchmark": Recipe("speed and memory against the essential passes and TRL (toy sizes)", "command",
                         command=["experiments/benchmark.py", "--out", "OUT/bench.json"],
                         keep=["bench.json", "steps.csv", "ratios.csv", "memory.csv"]),
+    "ray_overhead": Recipe(
+        "the Ray backend's cost against the local two-process path: grids of 4 and 12 runs, wall and CPU time, "
+        "extrapolated to the default's grid", "command", command=["experiments/benchmark_ray.py", "--out", "OUT"],
+        quick=["--sizes", "2,3", "--steps", "3"], keep=["wall.csv", "overhead.csv"]),
     "benchmark_memory": Recipe("GRPO's and PPO's peak memory at the compute size, with and without micro-batches "
                                "(peak RSS does not depend on the machine's load)", "command",
                                command=["experiments/benchmark.py", "--no-trl", "--sizes", "compute", "--methods",
