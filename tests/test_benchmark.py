@@ -279,3 +279,33 @@ def test_a_stopped_benchmark_leaves_no_measurement_running(tmp_path, how):
     if alive:
         os.kill(child, signal.SIGKILL)
     assert not alive, f"the measuring child {child} outlived its parent ({how})"
+
+
+@pytest.mark.parametrize("sizes, says", [("1,4", "at least 2 units"), ("4", "two or more sizes"),
+                                         ("4,x", "whole numbers")])
+def test_benchmark_ray_refuses_sizes_its_fit_cannot_use(sizes, says, tmp_path, capsys):
+    """benchmark_ray fits a fixed and a per-unit cost: two sizes or more, each at least the two workers (below, a
+    backend starts fewer processes, which the fit would read as a cost per unit)."""
+    from experiments import benchmark_ray
+
+    with pytest.raises(SystemExit) as e:
+        benchmark_ray.main(["--out", str(tmp_path / "o"), "--sizes", sizes])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and err[0].startswith("error: ") and says in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_benchmark_ray_counts_the_cpu_of_a_process_and_its_children():
+    """TreeCPU sums the CPU time of a command's descendants, ended ones included (their last reading): a parent
+    that starts a child spinning ~1 s of CPU, then sleeps, is counted at most the two processes' own times and at
+    least the child's spin less one sampling interval."""
+    from experiments import benchmark_ray
+
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass"
+    code = f"import subprocess, sys, time\nsubprocess.run([sys.executable, '-c', {spin!r}])\ntime.sleep(0.5)"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    cpu = benchmark_ray.TreeCPU(proc.pid)
+    proc.wait()
+    work, daemons = cpu.stop()
+    assert daemons == 0
+    assert 1.0 - benchmark_ray.SAMPLE_S <= work < 3.0, work  # the child's 1.0 s, plus two interpreters' start-up
