@@ -113,7 +113,11 @@ def test_an_entry_point_registers_a_method(user_dir, tmp_path):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-pkg\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[gcframe.methods]\nreinforce = my_pkg.reinforce\n")
-    r = run(COMPARE, "--list-methods", cwd=tmp_path, pythonpath=f"{ROOT}{os.pathsep}{site}")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{ROOT}{os.pathsep}{site}"}
+    # a fresh interpreter, as a user's: an environment used once would start a fork server of its own (its imports
+    # cost more than this command's)
+    r = subprocess.run([sys.executable, str(COMPARE), "--list-methods"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert any(line.split()[0] == "reinforce" for line in r.stdout.splitlines())
 
