@@ -422,14 +422,21 @@ def repo_relative(path: Path) -> str:
         return str(path)
 
 
+def finished(out: Path) -> Path:
+    """The file a compare.py folder writes last, its report: summary.csv comes before the test problems' scoring
+    (train.eval_split validation) and the report, so a process that took it for the end collected a result whose
+    test outcomes were still being written."""
+    return out / "report" / "summary.md"
+
+
 def compare_cells(recipe: Recipe, seeds: list[int], out: Path, quick: bool, backend: list[str] = ()) -> None:
     """A compare result into one compare.py folder, every seed in it. The first process starts it; a second one
     (or a later one, after a kill) resumes it; compare.py's own claim files (OUT/<method>/seed<k>.claim) then split
     the method x seed cells between whichever processes are running, and the last one to finish writes
-    summary.csv."""
+    the summary, the scores and the report (`finished`)."""
     from gcframe.tracking import claims
 
-    if (out / "summary.csv").exists():
+    if finished(out).exists():
         print(f"{out}: finished, kept")
         return
     start = out.with_name(out.name + ".start.claim")  # held while one process creates the folder
@@ -465,7 +472,7 @@ def reproduce(name: str, args) -> Path | None:
             compare_cells(Recipe(f"{name}: {b['method']} stage", "compare", b["config"], [b["seed"]],
                                  args=["--methods", b["method"]], quick=["--quick"]), [b["seed"]], stage, args.quick,
                           backend_args(args))
-            if not wait_for(stage, stage / "summary.csv", f"{name}: its {b['method']} stage"):
+            if not wait_for(stage, finished(stage), f"{name}: its {b['method']} stage"):
                 print(f"{name}: its {b['method']} stage is still running elsewhere; run the same command again later")
                 return None
             if not args.quick and ("band" in b or "room" in b):
@@ -476,7 +483,7 @@ def reproduce(name: str, args) -> Path | None:
             runs = runs.with_name(f"{name}-seeds{'-'.join(map(str, seeds))}")
             results = runs / "results"
         compare_cells(recipe, seeds, runs, args.quick, backend_args(args))
-        if not wait_for(runs, runs / "summary.csv", f"{name}: its last cells"):
+        if not wait_for(runs, finished(runs), f"{name}: its last cells"):
             print(f"{name}: cells still running elsewhere; the last process to finish writes {results}")
             return None
         if recipe.rescore:  # a second process joins by running the same command: the models are split by claims

@@ -67,7 +67,7 @@ def level_config(spec: dict, rate: float) -> dict:
 
 @cli_entry
 def main(argv=None) -> int:
-    from experiments.reproduce import Recipe, backend_args, compare_cells, rescored
+    from experiments.reproduce import Recipe, backend_args, compare_cells, finished, rescored
     from gcframe import raygrid
     from gcframe.tracking.log import write_yaml
 
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
         recipe = Recipe(f"slip {rate:g}", "compare", str(config.resolve()), spec["seeds"],
                         args=["--methods", ",".join(spec["methods"])])
         compare_cells(recipe, spec["seeds"], folder, args.quick, backend_args(args))
-        if not (folder / "summary.csv").exists():
+        if not finished(folder).exists():
             print(f"{folder}: cells still running elsewhere")
             continue
         if not rescored(folder, spec["rescore"]):  # a second process joins: the models are split by claims

@@ -141,9 +141,18 @@ def test_a_compare_result_is_started_once_and_joined_by_resume(tmp_path, monkeyp
         other.wait()
     reproduce.compare_cells(recipe, [0, 1, 2], out, quick=False)  # its holder died (a kill): resumed
     assert calls[-1] == ["experiments/compare.py", "--resume", str(out)] and len(calls) == 3
-    (out / "summary.csv").write_text("method,seed\n")
+    (out / "summary.csv").write_text("method,seed\n")  # the runs done, the scoring and the report still to come
     reproduce.compare_cells(recipe, [0, 1, 2], out, quick=False)
-    assert len(calls) == 3  # finished: kept
+    assert len(calls) == 4  # resumed: not finished before its report
+    _finish(reproduce, out)
+    reproduce.compare_cells(recipe, [0, 1, 2], out, quick=False)
+    assert len(calls) == 4  # finished: kept
+
+
+def _finish(reproduce, folder: Path) -> None:
+    """What a finished compare.py folder has last (reproduce.finished: its report)."""
+    reproduce.finished(folder).parent.mkdir(parents=True, exist_ok=True)
+    reproduce.finished(folder).write_text("# report\n")
 
 
 def test_a_check_with_other_seeds_never_overwrites_the_committed_result(tmp_path, monkeypatch):
@@ -159,7 +168,7 @@ def test_a_check_with_other_seeds_never_overwrites_the_committed_result(tmp_path
     args = reproduce.parse_args(["default", "--seeds", "0", "--runs", str(tmp_path / "runs"),
                                  "--results", str(tmp_path / "results")])
     (tmp_path / "runs" / "default-seeds0").mkdir(parents=True)
-    (tmp_path / "runs" / "default-seeds0" / "summary.csv").write_text("method,seed\n")
+    _finish(reproduce, tmp_path / "runs" / "default-seeds0")
     reproduce.reproduce("default", args)
     assert seen["runs"] == tmp_path / "runs" / "default-seeds0"
     assert seen["results"] == tmp_path / "runs" / "default-seeds0" / "results"
@@ -178,7 +187,7 @@ def test_a_pipeline_recipe_chains_its_stages_and_rescores(tmp_path, monkeypatch)
         assert not backend  # the local backend: nothing added to its compare.py commands
         cells.append((recipe.config, seeds, runs, list(recipe.args)))
         runs.mkdir(parents=True, exist_ok=True)
-        (runs / "summary.csv").write_text("method,seed\n")
+        _finish(reproduce, runs)
 
     def run(cmd):
         cmds.append(cmd)
