@@ -2075,3 +2075,50 @@ def test_the_smollm2_long_design_plan():
     assert _span(mde("base", four, 0.05), "0.040", "0.056") and _span(mde("sft_filtered", three, 0.05), "0.036", "0.046")
     assert _span(mde("sft_filtered", three, 0.05 / 3), "0.043", "0.057")
     assert _span(mde("base", four, 0.05 / 4), "0.047", "0.067")
+
+
+def _fw(name: str, a: str, b: str, subgroup: str = "all") -> str:
+    """The family-wise verdict (Holm) of the greedy pair a − b of results/<name>/pairs.csv: "yes" or "no"."""
+    p = pd.read_csv(RESULTS / name / "pairs.csv", dtype=str, keep_default_na=False)
+    p = p[(p["metric"] == "greedy") & (p["subgroup"] == subgroup)].set_index("comparison")
+    key = f"{a} − {b}" if f"{a} − {b}" in p.index else f"{b} − {a}"
+    return p.loc[key, "separated family-wise (Holm)"]
+
+
+def test_the_distillation_page_states_its_pairs_and_their_family_wise_verdicts():
+    """docs/results/distillation.md's own words: every pair it quotes, with its interval, as results/distillation's
+    pairs.csv holds it, and the family-wise verdicts the prose decides by."""
+    page, name = _page("distillation.md"), "distillation"
+    _says(page, "opd − sft_teacher −0.109 [−0.159, −0.060]", "opd − sft_clean −0.101 [−0.151, −0.050]",
+          "sft_teacher − sft_clean is +0.009 [−0.019, +0.037], not separated",
+          "(opd − sft_teacher −0.139 [−0.208, −0.071], opd − sft_clean −0.133 [−0.199, −0.067], both separated "
+          "family-wise)", "sft_teacher − sft_filtered +0.174 [+0.019, +0.329]",
+          "opd − sft_filtered +0.065 [−0.036, +0.165], not separated", "opd − reinforce_pp −0.069 [−0.125, −0.014]",
+          "(−0.065 [−0.149, +0.020]) or PPO (−0.051 [−0.115, +0.014])")
+    assert _pair(name, "opd", "sft_teacher") == "-0.109 [-0.159, -0.060]"
+    assert _pair(name, "opd", "sft_clean") == "-0.101 [-0.151, -0.050]"
+    assert _pair(name, "sft_teacher", "sft_clean") == "+0.009 [-0.019, +0.037]"
+    assert _pair(name, "opd", "sft_teacher", subgroup="carry") == "-0.139 [-0.208, -0.071]"
+    assert _pair(name, "opd", "sft_clean", subgroup="carry") == "-0.133 [-0.199, -0.067]"
+    assert _pair(name, "sft_teacher", "sft_filtered") == "+0.174 [+0.019, +0.329]"
+    assert _pair(name, "opd", "sft_filtered") == "+0.065 [-0.036, +0.165]"
+    assert _pair(name, "opd", "reinforce_pp") == "-0.069 [-0.125, -0.014]"
+    assert _pair(name, "opd", "dapo") == "-0.065 [-0.149, +0.020]"
+    assert _pair(name, "opd", "ppo") == "-0.051 [-0.115, +0.014]"
+    # delivery: the two opd pairs separated family-wise on all problems and on the carries, nothing without a carry
+    for sub in ("all", "carry"):
+        assert [_fw(name, "opd", x, sub) for x in ("sft_teacher", "sft_clean")] == ["yes", "yes"]
+        assert _fw(name, "sft_teacher", "sft_clean", sub) == "no"
+    assert {_fw(name, a, b, "no_carry") for a, b in (("opd", "sft_teacher"), ("opd", "sft_clean"),
+                                                     ("sft_teacher", "sft_clean"))} == {"no"}
+    # who supplies it: nothing family-wise, in any subgroup; two pairs per comparison on all problems
+    pairs = [("opd", "sft_filtered"), ("sft_teacher", "sft_filtered"), ("opd", "dapo"), ("opd", "reinforce_pp"),
+             ("opd", "ppo")]
+    assert {_fw(name, a, b, sub) for a, b in pairs for sub in ("all", "carry", "no_carry")} == {"no"}
+    assert [_pair_separated(name, a, b) for a, b in pairs] == [False, True, False, True, False]
+    # the claim: every RL arm's mean above opd's on test
+    t = _col(_csv(f"{name}/table.csv"), "test accuracy, 500 problems")
+    assert all(t[m] > t["opd"] for m in ("dapo", "reinforce_pp", "ppo"))
+    _says(page, "This design detects a greedy difference of 0.065 with probability 0.8")
+    assert _csv(f"{name}/design.csv").set_index("metric").loc["greedy", "detectable difference (median over pairs)"] \
+        == "0.065"
