@@ -134,9 +134,10 @@ def grid_config(out: Path, method: str, n: int) -> Path:
     from experiments.compare_config import run_config
     from gcframe.config import from_dict, load_yaml
     from gcframe.tracking.log import write_yaml
+    from methods import REGISTRY
 
     raw = load_yaml(CONFIG)
-    if method not in raw.get("methods", {}) and method not in __import__("methods").REGISTRY:
+    if method not in REGISTRY:
         raise UserError(f"--method {method}: not a method of this project (python experiments/compare.py "
                         "--list-methods)")
     engine = {k: v for k, v in raw.items() if k not in ("run", "tune", "families")}  # compare.py's own sections

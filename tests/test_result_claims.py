@@ -1559,11 +1559,17 @@ def field_quantities() -> pd.DataFrame:
     return run_quantities(train, ev, 200)
 
 
-def _pair_separated(name: str, a: str, b: str, metric: str = "greedy") -> bool:
-    p = _csv(f"{name}/pairs.csv")
+def _pair_cell(name: str, a: str, b: str, column: str, metric: str = "greedy", subgroup: str = "all") -> str:
+    """A column of the pair a − b (or b − a, as the file holds it) of results/<name>/pairs.csv, as written."""
+    p = pd.read_csv(RESULTS / name / "pairs.csv", dtype=str, keep_default_na=False)
+    if "subgroup" in p:
+        p = p[p["subgroup"] == subgroup]
     p = p[p["metric"] == metric].set_index("comparison")
-    key = f"{a} − {b}" if f"{a} − {b}" in p.index else f"{b} − {a}"
-    return p.loc[key, "separated"] == "yes"
+    return p.loc[f"{a} − {b}" if f"{a} − {b}" in p.index else f"{b} − {a}", column]
+
+
+def _pair_separated(name: str, a: str, b: str, metric: str = "greedy") -> bool:
+    return _pair_cell(name, a, b, "separated", metric) == "yes"
 
 
 def test_the_slipped_base_under_rounding():
@@ -2078,11 +2084,8 @@ def test_the_smollm2_long_design_plan():
 
 
 def _fw(name: str, a: str, b: str, subgroup: str = "all") -> str:
-    """The family-wise verdict (Holm) of the greedy pair a − b of results/<name>/pairs.csv: "yes" or "no"."""
-    p = pd.read_csv(RESULTS / name / "pairs.csv", dtype=str, keep_default_na=False)
-    p = p[(p["metric"] == "greedy") & (p["subgroup"] == subgroup)].set_index("comparison")
-    key = f"{a} − {b}" if f"{a} − {b}" in p.index else f"{b} − {a}"
-    return p.loc[key, "separated family-wise (Holm)"]
+    """The family-wise verdict (Holm) of the greedy pair a − b: "yes" or "no"."""
+    return _pair_cell(name, a, b, "separated family-wise (Holm)", subgroup=subgroup)
 
 
 def test_the_distillation_page_states_its_pairs_and_their_family_wise_verdicts():
