@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from analysis.runs import RESCORED_SOURCE, Runs, fmt, markdown_table, partial_rescorings, spread  # noqa: E402
+from analysis.runs import RESCORED_SOURCE, TEACHER, Runs, fmt, markdown_table, partial_rescorings, spread  # noqa: E402
 from gcframe.errors import check_writable, cli_entry  # noqa: E402
 
 DPI = 100
@@ -118,6 +118,18 @@ def summary_rows(runs: Runs) -> list[dict]:
                     **sampled(base, "0"),
                     "train time (s)": "–",
                     "peak RSS (MB; +run)": "–", "generated tokens": "–"})
+    teacher = runs.teacher_outcomes() if wide else None  # the teacher re-scored (--base), where runs distil one
+    if teacher is not None:
+        one, per_seed = teacher.attrs.get("one_model", False), teacher.groupby("seed")
+
+        def cell(col: str) -> str:  # one model: its value; a teacher per seed (clean_base): mean ± SD over seeds
+            return f"{teacher[col].mean():.3f}" if one else mean_ci(per_seed[col].mean().tolist())
+
+        out.append({"method": f"{TEACHER} (reference)", "seeds": "1" if one else str(per_seed.ngroups),
+                    acc_col: "–", wide: cell("greedy"),
+                    **({f"maj@{test[0]}": cell("majk"), f"pass@{test[0]}": cell("passk"), "pass@1": cell("pass1"),
+                        "KL to ref": "–"} if test is not None and "majk" in teacher else {}),
+                    "train time (s)": "–", "peak RSS (MB; +run)": "–", "generated tokens": "–"})
     for m in runs.methods:
         f, t = fin[fin["method"] == m], last[last["method"] == m] if len(last) else last
         peak = train[train["method"] == m]["peak_rss_mb"] if "peak_rss_mb" in train else pd.Series(dtype=float)

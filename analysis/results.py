@@ -174,9 +174,9 @@ def write_outcomes(tables, path: Path) -> None:
     frame = own[0]
     for other in own[1:]:  # e.g. maj@k / pass@k from the last evaluation, beside greedy re-scored
         frame = frame.merge(other, on=keys, how="outer")
-    base = tables.base_outcomes()
-    if base is not None:
-        frame = pd.concat([frame, base], ignore_index=True)
+    for reference in (tables.base_outcomes(), tables.teacher_outcomes()):  # the base's, and a teacher's
+        if reference is not None:
+            frame = pd.concat([frame, reference], ignore_index=True)
     if "index" in frame:  # a problem's index is the same in every row of it (the base's rows included)
         frame["index"] = frame["problem"].map(frame.dropna(subset=["index"]).groupby("problem")["index"].first())
     cols = [c for c in ("method", "seed", "problem", "index", "greedy", "majk", "passk", "pass1", "k")

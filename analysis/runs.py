@@ -25,6 +25,11 @@ from gcframe.evaluate.rescore import check_same_task
 from gcframe.tracking.log import read_jsonl
 
 
+TEACHER = "teacher"
+"""The teacher's name in problems.csv.gz (the table's row: "teacher (reference)"): the model the distilling methods
+learn from, scored as a reference, not a method trained here."""
+
+
 # -- loading ---------------------------------------------------------------------------------------------------
 class Runs:
     """Everything the report reads: training rows, evaluation rows, per-run configs, the GC view."""
@@ -119,6 +124,17 @@ class Runs:
         under the method name `base_label`, repeated for each seed of the runs: one model, where every run started
         (`python -m gcframe.evaluate OUT --base` writes OUT/rescored/base-n<N>-k<K>.jsonl); or, with sft_base.per_seed,
         each seed's own base (base-seed<s>-n<N>-k<K>.jsonl). None without one."""
+        return self._reference("base", self.base_label)
+
+    def teacher_outcomes(self) -> pd.DataFrame | None:
+        """The teacher's per-problem outcomes, as `base_outcomes` reads the base's, under the method name TEACHER:
+        the model the distilling runs learn from, scored by `python -m gcframe.evaluate OUT --base` into
+        OUT/rescored/teacher-n<N>-k<K>.jsonl (or each seed's, teacher-seed<s>-...). None without one."""
+        return self._reference("teacher", TEACHER)
+
+    def _reference(self, name: str, label: str) -> pd.DataFrame | None:
+        """A model scored beside the runs (OUT/rescored/<name>[-seed<s>]-n<N>-k<K>.jsonl) on the greedy re-scoring's
+        problems and samples, under the method name `label`, one frame per seed of the runs."""
         from gcframe.evaluate.problems import RESCORED
 
         picks = self.outcomes()
@@ -127,15 +143,16 @@ class Runs:
         frame, _, _, k = picks[0]
         seeds = sorted(int(s) for s in frame["seed"].unique())
         n = frame["problem"].nunique()
-        own = {s: self.out / RESCORED / f"base-seed{s}-n{n}-k{k}.jsonl" for s in seeds}  # sft_base.per_seed
+        own = {s: self.out / RESCORED / f"{name}-seed{s}-n{n}-k{k}.jsonl" for s in seeds}  # one per seed
         if all(f.is_file() for f in own.values()):
-            return pd.concat([_outcome_frame(read_jsonl(own[s]), self.base_label, s) for s in seeds],
-                             ignore_index=True)
-        f = self.out / RESCORED / f"base-n{n}-k{k}.jsonl"
+            return pd.concat([_outcome_frame(read_jsonl(own[s]), label, s) for s in seeds], ignore_index=True)
+        f = self.out / RESCORED / f"{name}-n{n}-k{k}.jsonl"
         if not f.is_file():
             return None
         rows = read_jsonl(f)
-        return pd.concat([_outcome_frame(rows, self.base_label, s) for s in seeds], ignore_index=True)
+        one = pd.concat([_outcome_frame(rows, label, s) for s in seeds], ignore_index=True)
+        one.attrs["one_model"] = True  # the same rows under every seed: one value, no spread over seeds
+        return one
 
     def eval_split(self) -> str:
         """Which problems the runs' evaluations while training used (train.eval_split): "test" or "validation"."""

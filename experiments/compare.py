@@ -654,8 +654,8 @@ def _compare(args, where, cfg, names, seeds, task, acc, out, tracker_names, show
         from gcframe.evaluate import rescore
 
         k = cfg.train.eval_k if cfg.train.test_k < 0 else cfg.train.test_k
-        acc.print(f"scoring every final model and the base on the {len(task.heldout)} test problems "
-                  f"(k = {k}): the findings' problems")
+        acc.print(f"scoring every final model and the base (and a teacher the runs distil) on the "
+                  f"{len(task.heldout)} test problems (k = {k}): the findings' problems")
         if acc.is_main_process:  # one process scores them (the re-scoring is single-process), as a one-process run
             rescore.run(rescore.parse_args([str(out), "--problems", str(len(task.heldout)), "--k",  # this run's
                                             str(k), "--base",  # threads

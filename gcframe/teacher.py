@@ -49,6 +49,22 @@ def clean_base(cfg, accelerator, label: str = "opd", show_progress: bool = True)
     return pipeline.sft_base(clean, task, accelerator, show_progress)
 
 
+def clean_base_dir(cfg) -> str:
+    """The cached folder of this config's CLEAN_BASE, trained by the runs that distilled it, or a one-line UserError
+    (the re-scoring scores the teacher as a reference and trains nothing)."""
+    import dataclasses
+
+    from gcframe import pipeline
+    from gcframe.tracking.log import cache_root
+
+    clean = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, demo_slip=0.0, demo_noise=0.0))
+    d = cache_root() / "sft_base" / pipeline.base_key(clean)
+    if not (d / "base_info.json").is_file():
+        raise UserError(f"the teacher of these runs ({CLEAN_BASE}) is not in the cache ({d}): score without --base, "
+                        "or run compare.py with the runs' config once to train it")
+    return str(d)
+
+
 def teacher_path(value: str | None, label: str) -> str:
     """The teacher folder of method `label`, or a one-line UserError: none given, or no model folder there
     (CLEAN_BASE is returned as given: its folder is made when the run starts, `clean_base`)."""

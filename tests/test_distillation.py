@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
@@ -263,3 +264,57 @@ def test_the_distillation_grid_tunes_every_arm_and_distils_the_clean_base():
     assert all(a in labels and b in labels for a, b in pairs) and len(set(pairs)) == len(pairs)
     quick = parse_args(["--config", str(config), *recipe.quick])
     assert set(method_names(quick, build_config(quick)[0])) <= set(labels)
+
+
+# -- the teacher as a reference: scored beside the base on the test problems ----------------------------------------
+def test_the_teacher_is_scored_on_the_test_problems_as_the_tables_reference_row(tmp_path):
+    """compare.py with curves on validation scores the final models and the base on the test problems (`--base`),
+    and the teacher the runs distil too: `clean_base` with a base per seed, teacher-seed<s>-n<N>-k<K>.jsonl beside
+    base-seed<s>-... Its greedy accuracy there is the one stage 1 measured on the same test problems when the teacher
+    was trained (base_info.json's eval_accuracy: the same model, greedy, the same problems); the table's reference
+    row reads that file; problems.csv.gz publishes its rows; no paired test takes it as a method."""
+    import json
+
+    import pandas as pd
+
+    from analysis.report import Runs, summary_rows
+    from analysis.results import write_outcomes
+    from gcframe.config import from_dict
+    from gcframe.teacher import clean_base_dir
+    from gcframe.tracking.log import read_jsonl
+
+    raw = {**TINY_CONFIG, "task": {"operands": 2, "digits": 2, "n_demos": 100, "n_heldout": 16, "n_validation": 100,
+                                   "demo_slip": 0.9},  # the fewest validation problems a choice may rank
+           "sft_base": {**TINY_CONFIG["sft_base"], "per_seed": True},
+           "train": {**TINY_CONFIG["train"], "eval_split": "validation", "eval_size": 100},
+           "methods": {"opd": {"teacher": "clean_base"}, "sft_teacher": {"teacher": "clean_base"}}}
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "out"
+    r = run_cli("--config", cfg_file, "--no-progress", "--methods", "opd,sft_teacher", "--out", out, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    files = sorted(p.name for p in (out / "rescored").glob("*.jsonl"))
+    assert files == ["base-seed0-n16-k2.jsonl", "teacher-seed0-n16-k2.jsonl"], files  # one teacher for both methods
+    rows = read_jsonl(out / "rescored" / "teacher-seed0-n16-k2.jsonl")
+    run_cfg = yaml.safe_load((out / "opd" / "seed0" / "config.yaml").read_text())
+    run_cfg = {k: v for k, v in run_cfg.items() if k not in ("method", "models", "splits")}
+    info = json.loads((Path(clean_base_dir(from_dict(run_cfg))) / "base_info.json").read_text())
+    accuracy = sum(r["greedy_correct"] for r in rows) / 16
+    assert len(rows) == 16 and accuracy == pytest.approx(info["eval_accuracy"], abs=1e-12)
+    base = read_jsonl(out / "rescored" / "base-seed0-n16-k2.jsonl")  # the student's base: another model
+    assert [r["greedy_answer"] for r in rows] != [r["greedy_answer"] for r in base]
+    table = {row["method"]: row for row in summary_rows(Runs(out))}
+    reference = table["teacher (reference)"]
+    assert reference["test accuracy, 16 problems"] == f"{accuracy:.3f} (1 seed, no interval)"
+    assert reference["maj@2"] == f"{sum(r['maj_correct'] for r in rows) / 16:.3f} (1 seed, no interval)"
+    assert reference["train time (s)"] == "–" and set(table) == {"SFT base (step 0)", "teacher (reference)", "opd",
+                                                                 "sft_teacher"}
+    write_outcomes(Runs(out), tmp_path / "problems.csv.gz")
+    published = pd.read_csv(tmp_path / "problems.csv.gz")
+    teacher = published[published["method"] == "teacher"].sort_values("problem")
+    assert len(teacher) == 16 and teacher["greedy"].mean() == pytest.approx(accuracy, abs=1e-12)
+    from analysis import findings
+
+    findings.write(Runs(out), tmp_path)  # the paired tests: the methods, each over the base; the teacher is in none
+    pairs, gains = pd.read_csv(tmp_path / "pairs.csv"), pd.read_csv(tmp_path / "gains.csv")
+    assert set(pairs["comparison"]) == {"opd − sft_teacher"} and set(gains["method"]) == {"opd", "sft_teacher"}

@@ -32,6 +32,7 @@ import pytest
 from scipy import stats
 
 from analysis import paired
+from analysis.runs import TEACHER
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 PAIRED = sorted(p.parent.name for p in RESULTS.glob("*/pairs.csv"))
@@ -240,7 +241,7 @@ def check_pairs(folder: Path) -> list[str]:
     wrong, out, base = [], _outcomes(folder), _base(folder)
     for (metric, group), rows in _by(_table(folder, "pairs.csv"), "metric", "subgroup").items():
         listed = [tuple(r["comparison"].split(" − ")) for r in rows]
-        scored = [m for m in out.scored(_column(metric)) if m != base]
+        scored = [m for m in out.scored(_column(metric)) if m not in (base, TEACHER)]  # the references
         if len(listed) != len(set(map(frozenset, listed))) or \
                 set(map(frozenset, listed)) != set(map(frozenset, itertools.combinations(scored, 2))):
             wrong.append(f"{metric}, {group}: the pairs listed are not every pair of {', '.join(scored)}")
@@ -264,7 +265,7 @@ def check_gains(folder: Path) -> list[str]:
     gains_greedy.csv (its greedy rows, a column per subgroup)."""
     wrong, out, base, derived = [], _outcomes(folder), _base(folder), {}
     for (metric, group), rows in _by(_table(folder, "gains.csv"), "metric", "subgroup").items():
-        methods = [m for m in out.scored(_column(metric)) if m != base]
+        methods = [m for m in out.scored(_column(metric)) if m not in (base, TEACHER)]
         if sorted(r["method"] for r in rows) != sorted(methods):
             wrong.append(f"{metric}, {group}: the methods listed are not {', '.join(methods)}")
         got = _derived(folder, metric, group, tuple((r["method"], base) for r in rows))
@@ -294,7 +295,7 @@ def check_over_baseline(folder: Path) -> list[str]:
     wrong, out, base = [], _outcomes(folder), _base(folder)
     for f in sorted(folder.glob("over_*.csv")):
         baseline, table = f.stem.removeprefix("over_"), _table(folder, f.name)
-        methods = [m for m in out.scored("greedy") if m not in (base, baseline)]
+        methods = [m for m in out.scored("greedy") if m not in (base, baseline, TEACHER)]
         if sorted(r["method"] for r in table) != sorted(methods):
             wrong.append(f"{f.name}: its methods are not {', '.join(sorted(methods))}")
         got = {g: _derived(folder, "greedy", g, tuple((r["method"], baseline) for r in table))

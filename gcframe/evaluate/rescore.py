@@ -10,7 +10,9 @@ Each model's per-problem outcomes go to RUN/rescored/<model>-n<N>-k<K>.jsonl (th
 `gcframe.evaluate.problems`), written whole when the model is done. Resumable: the same command again skips what is
 written. With --base, the model the runs started from (the pretrained model, the SFT base of stage 1, or the model
 given as --model) is scored once, to OUT/rescored/base-n<N>-k<K>.jsonl: the report then tests each method's gain
-over it with the same paired test (`analysis.findings`, gains.csv). Parallel: start it in two shells (one thread
+over it with the same paired test (`analysis.findings`, gains.csv); where the runs distil a teacher
+(`methods.<name>.teacher`), it is scored too, to OUT/rescored/teacher-n<N>-k<K>.jsonl, the reference row of the
+report's table. Parallel: start it in two shells (one thread
 each): the processes split the models by claim files (RUN/rescored/<name>.claim), as compare.py splits its cells.
 The evaluation draws from its own seeded generator (`eval_seed`: the run's seed and the model's step), so a model
 scored twice gives the same rows, and every method of a seed draws the same random numbers. The report (`python -m
@@ -26,6 +28,7 @@ from pathlib import Path
 from gcframe.errors import UserError, check_writable, cli_entry
 from gcframe.tracking import threads
 
+REFERENCES = ("base", "teacher")  # the models scored beside the runs' final models (--base), not of any one run
 RUN_KEYS = ("method", "models", "splits")  # what a run's config.yaml holds beside the RunConfig sections
 SPLIT_CHOICES = ("test", "validation")
 
@@ -162,7 +165,8 @@ def parse_args(argv=None):
     p.add_argument("--k", type=int, default=0, help="samples per problem for pass@k and maj@k (default 0: greedy only)")
     p.add_argument("--checkpoints", action="store_true", help="also score the checkpoints runs kept")
     p.add_argument("--base", action="store_true", help="also score the model the runs started from (once, into "
-                   "OUT/rescored/), for each method's gain over it")
+                   "OUT/rescored/), for each method's gain over it, and the teacher distilling runs learn from, as "
+                   "a reference")
     p.add_argument("--split", choices=SPLIT_CHOICES, default="test", help="the problems: test (the held-out ones "
                    "findings are made on; default) or validation (the ones choices are made on: <model>-validation-"
                    "n<N>-k<K>.jsonl, never read as a finding)")
@@ -210,6 +214,7 @@ def run(args) -> int:
         threads.setup(args.threads)  # torch's threads for this machine's load, printed first
     if args.base:  # the runs share their base (check_same_task): one model, scored at step 0 with the first seed;
         work += base_work(path, configs)  # or, with sft_base.per_seed, each seed's own base with that seed
+        work += teacher_work(path, runs, configs)  # and the teacher the runs distil, as a reference
     if args.unit:  # a Ray task: this one model
         work = [w for w in work if unit_of(path, w) == args.unit]
         if not work:
@@ -300,8 +305,8 @@ def _rescore(args, path: Path, work: list, single: bool = False) -> int:
     scored, kept, elsewhere, t_start = [], [], [], time.time()  # scored: by this process; kept: already written
     for run, raw, name, step, model_path in work:
         out = run / RESCORED / scored_name(name, n, args.k, split)
-        label = name.replace("base", "base model", 1).replace("-seed", " seed ") if name.startswith("base") else \
-            f"{run.parent.name} {run.name} {name}"
+        label = name.replace("base", "base model", 1).replace("-seed", " seed ") if name.startswith(REFERENCES) \
+            else f"{run.parent.name} {run.name} {name}"
         if is_scored(run, name, n, args.k, split):
             kept.append(label)
             continue
@@ -321,6 +326,10 @@ def _rescore(args, path: Path, work: list, single: bool = False) -> int:
                 from gcframe.modeling import load_model_and_tokenizer
 
                 model, tok = load_model_and_tokenizer(base_of(run_cfg, task))
+            elif name.startswith("teacher"):
+                from gcframe.modeling import load_model_and_tokenizer
+
+                model, tok = load_model_and_tokenizer(model_path)
             else:
                 model, tok = load_checkpoint(model_path, run_cfg, base_of(run_cfg, task))
             t0 = time.time()
@@ -349,6 +358,37 @@ def base_work(path: Path, configs: list[dict]) -> list[tuple]:
         return [(path, configs[0], "base", 0, None)]
     by_seed = {int(c.get("seed", 0)): c for c in configs}
     return [(path, by_seed[s], f"base-seed{s}", 0, None) for s in sorted(by_seed)]
+
+
+def teacher_work(path: Path, runs: list[Path], configs: list[dict]) -> list[tuple]:
+    """--base's teacher items: the model the comparison's distilling methods learn from (`methods.<name>.teacher`,
+    gcframe.teacher), scored like the base as a reference the students are read against: a model folder once into
+    teacher-n<N>-k<K>.jsonl with the first run's seed; `clean_base`, a stage 1 per seed where the bases are, each
+    seed's into teacher-seed<s>-n<N>-k<K>.jsonl. None where no run distils one; where the runs distil different
+    teachers, none is the reference (said in one line)."""
+    from gcframe.config import from_dict, load_yaml
+    from gcframe.teacher import CLEAN_BASE, clean_base_dir
+
+    by_seed, values = {}, set()
+    for run, c in zip(runs, configs):
+        value = ((c.get("methods") or {}).get(load_yaml(run / "config.yaml").get("method")) or {}).get("teacher")
+        if value:
+            values.add(value)
+            by_seed.setdefault(int(c.get("seed", 0)), c)
+    if len(values) > 1:
+        print(f"the runs distil {len(values)} different teachers ({', '.join(sorted(values))}): none is scored as "
+              "the reference (score each with its own comparison)")
+        return []
+    if not values:
+        return []
+    (value,) = values
+    if value != CLEAN_BASE:
+        first = min(by_seed)
+        return [(path, by_seed[first], "teacher", 0, Path(value))]
+    per_seed = bool((configs[0].get("sft_base") or {}).get("per_seed"))
+    seeds = sorted(by_seed) if per_seed else [min(by_seed)]
+    return [(path, by_seed[s], f"teacher-seed{s}" if per_seed else "teacher", 0,
+             Path(clean_base_dir(from_dict(by_seed[s])))) for s in seeds]
 
 
 def base_of(cfg, task) -> str:
