@@ -195,6 +195,10 @@ class TrainConfig:
     """The precision the sampler generates in: float32 (the learner's own), bfloat16 or float16, a copy of the policy
     cast to it while the learner stays in its own, the mismatch an inference engine brings. Refused where this
     machine cannot run it."""
+    pipeline: bool = False
+    """With staleness k >= 1: generate in a second process, k batches ahead of the learner, the weights shipped to it
+    every step (gcframe.offpolicy.pipeline): the dial's own batches, generated while the learner trains. CPU, one
+    learner process, methods with a ratio π_θ/π_old."""
     correction: str = "none"
     """The off-policy correction, a per-token factor on GC from ρ = π_old/μ (μ the sampler that drew the token,
     π_old the learner at the start of the step; gcframe.offpolicy.corrections): none, tis (token truncated IS,

@@ -134,6 +134,13 @@ class Method:
                             f"own with a ratio; set it to none for '{label}' (methods: {{{label}: {{train: "
                             "{correction: none}}})")
 
+        if t.pipeline and not cls.needs_old_logp:  # gcframe.offpolicy.pipeline: the live policy's samples, k ahead
+            known = ", ".join(n for n, c in REGISTRY.items() if c.needs_old_logp)
+            raise UserError(f"train.pipeline samples the live policy k steps ahead of the learner, but '{label}' has "
+                            f"no ratio π_θ/π_old to train on such samples: it applies to {known}, and your own with "
+                            f"a ratio; set it to false for '{label}' (methods: {{{label}: {{train: {{pipeline: "
+                            "false}}})")
+
     @classmethod
     def check_model(cls, cfg, task, tok) -> None:
         """Before any run starts (compare.py, after the model's tokenizer is loaded and the task built): raise a

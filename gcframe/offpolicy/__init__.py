@@ -78,6 +78,9 @@ def check_train(tcfg) -> None:
     if k >= tcfg.steps:
         raise UserError(f"train.staleness ({k}) must be below train.steps ({tcfg.steps}): a sampler {k} steps behind "
                         f"would generate every batch of the run with the starting weights; lower it or train longer")
+    if tcfg.pipeline and k < 1:
+        raise UserError("train.pipeline generates k batches ahead of the learner, and train.staleness is 0: set "
+                        "staleness >= 1 (with 0 the sampler would wait for every step's weights), or pipeline: false")
     if tcfg.sampler_dtype not in SAMPLER_DTYPES:
         raise UserError(f"train.sampler_dtype must be one of {', '.join(SAMPLER_DTYPES)}, got "
                         f"{tcfg.sampler_dtype!r}")

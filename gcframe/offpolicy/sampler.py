@@ -77,8 +77,10 @@ class Sampler:
         """A copy of the policy's trainable parameters (detached, on the policy's device)."""
         return {n: p.detach().clone() for n, p in self.policy.named_parameters() if p.requires_grad}
 
-    def advance(self) -> None:
-        """Start of a step: the sampler takes θ_{max(0, s−k)} (the live weights when k = 0) in its dtype."""
+    def advance(self, load: bool = True) -> dict[str, torch.Tensor]:
+        """Start of a step: the sampler takes θ_{max(0, s−k)} (the live weights when k = 0) in its dtype -> θ_s, the
+        live weights it snapshotted. load=False keeps the ring and the lag only (train.pipeline: another process
+        generates, `gcframe.offpolicy.pipeline`)."""
         now = self.trainable()
         if self.k:
             if not self.ring:  # a fresh run: the first k steps sample from the starting weights
@@ -89,10 +91,12 @@ class Sampler:
             behind = now
         self.lag = min(self.steps, self.k)
         self.steps += 1
-        params = dict(self.model.named_parameters())
-        with torch.no_grad():
-            for name, value in behind.items():
-                params[name].copy_(value)  # cast to the sampler's dtype by copy_
+        if load:
+            params = dict(self.model.named_parameters())
+            with torch.no_grad():
+                for name, value in behind.items():
+                    params[name].copy_(value)  # cast to the sampler's dtype by copy_
+        return now
 
     def state_dict(self) -> dict:
         """What a checkpoint keeps: the ring of snapshots (shared tensors saved once) and the steps advanced."""

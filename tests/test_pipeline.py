@@ -1,0 +1,118 @@
+"""train.pipeline (gcframe.offpolicy.pipeline): the sampler in a process of its own, k batches ahead of the learner.
+It generates the staleness dial's own batches, so a pipelined run logs the simulated run's metrics, samples and
+weights exactly (one machine, one thread each); its checkpoints resume either way; bad input is refused in one line."""
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+
+from gcframe.tracking.log import read_jsonl
+from tests.test_offpolicy import rewards, trainer  # noqa: F401 - the fixture by rule, the trainer at a large rate
+
+
+def _rows(run) -> list[dict]:
+    """metrics.jsonl without the wall-clock columns (time_*, peak memory): everything else must be equal."""
+    return [{k: v for k, v in r.items() if not k.startswith(("time", "peak_"))} for r in read_jsonl(run / "metrics.jsonl")]
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_the_pipelined_run_is_the_staleness_dials_run(tiny_base, tmp_path, rewards, k):  # noqa: F811
+    """Every logged number (loss, rewards, KL(μ‖π_old), the correction's counts, evaluations), the logged samples
+    and the final weights equal the simulated dial's; the sampler process is gone afterwards."""
+    runs = {}
+    for pipelined in (False, True):
+        tr = trainer(tiny_base, tmp_path, name=f"p{int(pipelined)}", steps=6, staleness=k, correction="tis",
+                     minibatches=2, pipeline=pipelined)
+        tr.tcfg.sample_every = 1
+        tr.fit()
+        runs[pipelined] = tr
+        if pipelined:
+            assert tr.pipe.proc is None  # closed and joined
+    sim, pipe = (_rows(tmp_path / f"p{i}") for i in (0, 1))
+    assert len(sim) == len(pipe) and sim == pipe
+    trained = [r for r in sim if "loss" in r]
+    assert [r["sampler_lag"] for r in trained] == [min(s, k) for s in range(6)]
+    assert max(r["mismatch_kl_k3"] for r in trained) > 1e-4  # off-policy data, not a trivial equality
+    assert read_jsonl(tmp_path / "p0" / "samples.jsonl") == read_jsonl(tmp_path / "p1" / "samples.jsonl")
+    a, b = (dict(runs[i].ctx.policy.named_parameters()) for i in (False, True))
+    assert all(torch.equal(a[n], b[n]) for n in a)
+    timed = [r for r in read_jsonl(tmp_path / "p1" / "metrics.jsonl") if "loss" in r]
+    assert all(r["time_sampler_generate"] > 0 for r in timed)  # the sampler's own seconds, logged beside the wait
+
+
+def test_a_pipelined_checkpoint_resumes_with_or_without_the_pipeline(tiny_base, tmp_path, rewards,  # noqa: F811
+                                                                     monkeypatch):
+    """A checkpoint holds the sampler process's random state and data order (adopted with each batch), so a run
+    killed at step 4 resumes from its step-2 checkpoint, pipelined or simulated, into the uninterrupted run's rows."""
+    from gcframe.trainer import Trainer
+
+    def run(name, pipelined):
+        tr = trainer(tiny_base, tmp_path, name=name, steps=6, staleness=2, correction="mis", pipeline=pipelined)
+        tr.tcfg.checkpoint_every = 2
+        return tr
+
+    run("full", False).fit()
+    step = Trainer.train_step
+
+    def killed_at_3(self, s):
+        if s == 3:
+            raise KeyboardInterrupt
+        return step(self, s)
+
+    for name, again in (("a", True), ("b", False)):
+        monkeypatch.setattr(Trainer, "train_step", killed_at_3)
+        with pytest.raises(KeyboardInterrupt):
+            run(name, True).fit()
+        monkeypatch.setattr(Trainer, "train_step", step)
+        run(name, again).fit(resume=True)
+        assert _rows(tmp_path / name) == _rows(tmp_path / "full"), name
+
+
+BAD = {
+    "without staleness": ({"pipeline": True}, "grpo", ["train.pipeline", "train.staleness is 0"]),
+    "a method without a ratio": ({"pipeline": True, "staleness": 1}, "sft",
+                                 ["train.pipeline", "'sft' has no ratio", "it applies to ppo, grpo"]),
+    "not a boolean": ({"pipeline": "yes", "staleness": 1}, "grpo", ["train.pipeline"]),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_pipeline_input_is_one_line_and_exit_2_before_anything(name, tmp_path, capsys):
+    from experiments.compare import main
+    from tests.test_resume import TINY_CONFIG
+
+    train, method, words = BAD[name]
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({**TINY_CONFIG, "train": {**TINY_CONFIG["train"], **train}}))
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as stop:
+        main(["--config", str(config), "--methods", method, "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1 and err[0].startswith("error: "), err
+    assert all(w in err[0] for w in words), err[0]
+    assert not out.exists()
+
+
+def test_a_pipeline_on_several_learner_processes_is_refused(tiny_base, tmp_path, rewards, monkeypatch):  # noqa: F811
+    from accelerate import Accelerator
+
+    from gcframe.errors import UserError
+
+    monkeypatch.setattr(Accelerator, "num_processes", property(lambda self: 2))
+    with pytest.raises(UserError, match="one sampler beside one learner process, and this run has 2"):
+        trainer(tiny_base, tmp_path, staleness=1, pipeline=True)
+
+
+def test_a_failure_in_the_sampler_process_is_raised_by_the_learner(tiny_base, tmp_path, rewards,  # noqa: F811
+                                                                    monkeypatch):
+    """A batch the sampler did not generate (here demonstrations) is refused in the sampler process, and the
+    learner raises that one line; the process is closed."""
+    from gcframe.errors import UserError
+    from methods.grpo import GRPO
+
+    monkeypatch.setattr(GRPO, "collect", lambda self, step: self.ctx.demonstrations(4))
+    tr = trainer(tiny_base, tmp_path, staleness=1, pipeline=True)
+    with pytest.raises(UserError, match="built its batch elsewhere than from the sampler"):
+        tr.fit()
+    assert tr.pipe.proc is None
