@@ -118,6 +118,20 @@ def setup_process(threads: int) -> None:
     reset_peak()
 
 
+def new_out(path) -> Path:
+    """A benchmark's --out: a new (or empty) folder, made, with env.json (the machine, its load and the versions the
+    times are taken with) written first; one line where it already holds something."""
+    from gcframe.errors import UserError
+    from gcframe.tracking.env import write_env
+
+    out = Path(path)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"--out {out} already exists: give a new (or empty) folder")
+    out.mkdir(parents=True, exist_ok=True)
+    write_env(out / "env.json")
+    return out
+
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None

@@ -38,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from a checkout
 
+from experiments.bench_common import new_out  # noqa: E402
 from gcframe.errors import UserError, cli_entry  # noqa: E402
 
 COMPARE = ROOT / "experiments" / "compare.py"
@@ -153,13 +154,7 @@ def main(argv=None) -> int:
     import pandas as pd
 
     args = parse_args(argv)
-    out = Path(args.out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserError(f"--out {out} already exists: give a new (or empty) folder")
-    out.mkdir(parents=True, exist_ok=True)
-    from gcframe.tracking.env import write_env
-
-    write_env(out / "env.json")  # the machine, its load and the versions these times were taken with
+    out = new_out(args.out)  # and its env.json: the machine, its load, the versions
     config = grid_config(out, args.method, args.sizes[-1])
     common = [sys.executable, str(COMPARE), "--config", str(config), "--quick", "--seeds", "0", "--no-progress"]
     print("the --quick SFT base of seed 0, cached before anything is timed", flush=True)

@@ -295,6 +295,32 @@ def test_benchmark_ray_refuses_sizes_its_fit_cannot_use(sizes, says, tmp_path, c
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("flags, says", [(["--staleness", "0"], "every k must be >= 1"),
+                                         (["--staleness", "1,x"], "whole numbers"),
+                                         (["--steps", "4", "--staleness", "4"], "must be above the largest k (4)"),
+                                         (["--repeats", "0"], "at least 1")])
+def test_benchmark_pipeline_refuses_what_it_cannot_time(flags, says, tmp_path, capsys):
+    """benchmark_pipeline times pipelines with k >= 1 batches in flight, each against its dial: a k of 0 (the
+    sampler would wait every step), or one the run's steps do not exceed, is one line before anything is made."""
+    from experiments import benchmark_pipeline
+
+    with pytest.raises(SystemExit) as e:
+        benchmark_pipeline.main(["--out", str(tmp_path / "o"), *flags])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and err[0].startswith("error: ") and says in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_pipeline_benchmark_times_each_pipeline_beside_its_dial_and_synchronous_training():
+    from experiments.benchmark_pipeline import arms
+
+    # two synchronous arms (one and two threads), then per k its dial and its pipeline, one thread a process
+    assert [(n, t, o) for n, t, o in arms([1, 4])] == [
+        ("sync-1t", 1, {}), ("sync-2t", 2, {}), ("dial-1", 1, {"staleness": 1}),
+        ("pipeline-1", 1, {"staleness": 1, "pipeline": True}), ("dial-4", 1, {"staleness": 4}),
+        ("pipeline-4", 1, {"staleness": 4, "pipeline": True})]
+
+
 def test_benchmark_ray_counts_the_cpu_of_a_process_and_its_children():
     """TreeCPU sums the CPU time of a command's descendants, ended ones included (their last reading): a parent
     that starts a child spinning ~1 s of CPU, then sleeps, is counted at most the two processes' own times and at

@@ -1,11 +1,11 @@
 """train.pipeline (gcframe.offpolicy.pipeline): the sampler in a process of its own, k batches ahead of the learner.
 It generates the staleness dial's own batches, so a pipelined run logs the simulated run's metrics, samples and
-weights exactly (one machine, one thread each); its checkpoints resume either way; bad input is refused in one line."""
+weights exactly (one machine, one thread each); its checkpoints resume either way; what it cannot run is refused
+in one line (the config's cases with the other off-policy options: tests/test_offpolicy.py's BAD)."""
 from __future__ import annotations
 
 import pytest
 import torch
-import yaml
 
 from gcframe.tracking.log import read_jsonl
 from tests.test_offpolicy import rewards, trainer  # noqa: F401 - the fixture by rule, the trainer at a large rate
@@ -67,31 +67,6 @@ def test_a_pipelined_checkpoint_resumes_with_or_without_the_pipeline(tiny_base, 
         monkeypatch.setattr(Trainer, "train_step", step)
         run(name, again).fit(resume=True)
         assert _rows(tmp_path / name) == _rows(tmp_path / "full"), name
-
-
-BAD = {
-    "without staleness": ({"pipeline": True}, "grpo", ["train.pipeline", "train.staleness is 0"]),
-    "a method without a ratio": ({"pipeline": True, "staleness": 1}, "sft",
-                                 ["train.pipeline", "'sft' has no ratio", "it applies to ppo, grpo"]),
-    "not a boolean": ({"pipeline": "yes", "staleness": 1}, "grpo", ["train.pipeline"]),
-}
-
-
-@pytest.mark.parametrize("name", list(BAD))
-def test_bad_pipeline_input_is_one_line_and_exit_2_before_anything(name, tmp_path, capsys):
-    from experiments.compare import main
-    from tests.test_resume import TINY_CONFIG
-
-    train, method, words = BAD[name]
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({**TINY_CONFIG, "train": {**TINY_CONFIG["train"], **train}}))
-    out = tmp_path / "out"
-    with pytest.raises(SystemExit) as stop:
-        main(["--config", str(config), "--methods", method, "--out", str(out), "--no-progress"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert stop.value.code == 2 and len(err) == 1 and err[0].startswith("error: "), err
-    assert all(w in err[0] for w in words), err[0]
-    assert not out.exists()
 
 
 def test_a_pipeline_on_several_learner_processes_is_refused(tiny_base, tmp_path, rewards, monkeypatch):  # noqa: F811
