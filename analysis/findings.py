@@ -301,12 +301,31 @@ def versus_summary(table: pd.DataFrame, baseline: str, metric: str = "greedy") -
     for _, r in t.iterrows():
         flip = r["a"] == baseline
         other = r["b"] if flip else r["a"]
-        d, lo, hi = (-r["diff"], -r["hi"], -r["lo"]) if flip else (r["diff"], r["lo"], r["hi"])
-        cell = f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" + families.mark(r["separated"], r.get("fw_separated"))
-        out.setdefault(other, {"method": other})[r.get("subgroup", ALL)] = cell
+        out.setdefault(other, {"method": other})[r.get("subgroup", ALL)] = _cell(r, flip)
     rows = pd.DataFrame(list(out.values()), columns=["method", *dict.fromkeys(t.get("subgroup", [ALL]))])
     mean = {r["method"]: float(r[ALL].split()[0]) for _, r in rows.iterrows()} if ALL in rows else {}
     return rows.sort_values("method", key=lambda m: m.map(lambda x: -mean.get(x, 0.0)), kind="stable")
+
+
+def _cell(r, flip: bool = False) -> str:
+    """A paired test's row as "+0.072 [+0.041, +0.103]" and its verdict (analysis.families.mark); flip: as b − a."""
+    d, lo, hi = (-r["diff"], -r["hi"], -r["lo"]) if flip else (r["diff"], r["lo"], r["hi"])
+    return f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" + families.mark(r["separated"], r.get("fw_separated"))
+
+
+def family_summary(table: pd.DataFrame, pairs: list, metric: str = "greedy") -> pd.DataFrame:
+    """A declared family of pairs (its `pairs:` list) from the paired tests (`table`: tests()' rows, a `subgroup`
+    column): one row per comparison "A − B" in the order declared, a column per subgroup, each cell as over_<baseline>.csv's
+    (a pair the test wrote as B − A turned round); pairs whose methods did not both run are left out."""
+    t = table[table["metric"] == metric]
+    rows = []
+    for a, b in pairs:
+        row = {"comparison": f"{a} − {b}"}
+        for _, r in t[((t["a"] == a) & (t["b"] == b)) | ((t["a"] == b) & (t["b"] == a))].iterrows():
+            row[r.get("subgroup", ALL)] = _cell(r, flip=r["a"] == b)
+        if len(row) > 1:
+            rows.append(row)
+    return pd.DataFrame(rows, columns=["comparison", *dict.fromkeys(t.get("subgroup", [ALL]))])
 
 
 def gain_line(runs: Runs, gains: pd.DataFrame, metric: str = "greedy") -> list[str]:
@@ -547,7 +566,8 @@ def write(runs: Runs, folder, prefix: str = "", spec: dict | None = None) -> lis
     """pairs.csv, findings.csv, design.csv and findings.md into `folder` -> the sentences; gains.csv and
     gains_greedy.csv over a re-scored base; over_<baseline>.csv, every method against the SFT baseline given the
     checker's information (BASELINES: sft_filtered, else sft_clean), where one ran; families.csv and the family-wise
-    columns of pairs.csv and gains.csv where the config declares families (`spec`, else `declared_families`)."""
+    columns of pairs.csv and gains.csv where the config declares families (`spec`, else `declared_families`), and
+    family_<name>.csv for each family of listed pairs (`family_summary`)."""
     from pathlib import Path
 
     folder = Path(folder)
@@ -577,6 +597,10 @@ def write(runs: Runs, folder, prefix: str = "", spec: dict | None = None) -> lis
     pd.DataFrame(design_rows(runs, table)).to_csv(folder / f"{prefix}design.csv", index=False)
     if family_rows:
         pd.DataFrame(family_rows).to_csv(folder / f"{prefix}families.csv", index=False)
+    for name, fam in spec.items():  # a family of listed pairs, as a table of its own: family_<name>.csv
+        if isinstance(fam.get("pairs"), list):
+            family_summary(every_pair, fam["pairs"], families.METRICS[fam["metric"]]).to_csv(
+                folder / f"{prefix}family_{name}.csv", index=False)
     if len(gains):
         rows = pd.DataFrame(gain_rows(runs, every_gain))
         rows.to_csv(folder / f"{prefix}gains.csv", index=False)

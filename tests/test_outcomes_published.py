@@ -31,7 +31,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis import paired
+from analysis import families, paired
 from analysis.runs import TEACHER
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -304,6 +304,27 @@ def check_over_baseline(folder: Path) -> list[str]:
     return wrong
 
 
+def check_family_tables(folder: Path) -> list[str]:
+    """family_<name>.csv: each declared family of listed pairs, every cell (a comparison in a subgroup) what the
+    outcomes give, on the family's metric (config.yaml's families)."""
+    import yaml
+
+    wrong = []
+    declared = (yaml.safe_load((folder / "config.yaml").read_text()) or {}).get("families") or {}
+    for f in sorted(folder.glob("family_*.csv")):
+        name, table = f.stem.removeprefix("family_"), _table(folder, f.name)
+        if name not in declared:
+            wrong.append(f"{f.name}: no family '{name}' in config.yaml")
+            continue
+        pairs = tuple(tuple(r["comparison"].split(" − ")) for r in table)
+        column = families.METRICS[declared[name].get("metric", "greedy")]  # greedy, majk, passk, pass1
+        for group in list(table[0])[1:] if table else []:
+            got = derive(_outcomes(folder), column, list(pairs), group)
+            wrong += [f"{f.name}: {row['comparison']}, {group}: {row[group]}" for row, pair in zip(table, pairs)
+                      if not _interval_ok(row[group], got[pair], flag=True)]
+    return wrong
+
+
 def check_findings(folder: Path) -> list[str]:
     """findings.csv: DeepSeekMath's orderings on all problems, each a − b with its verdict, for every claim whose
     two methods ran."""
@@ -386,7 +407,7 @@ def test_every_result_with_paired_findings_publishes_its_outcomes():
 @pytest.mark.parametrize("name", PAIRED)
 def test_every_published_interval_is_recomputed_from_the_outcomes(name):
     folder = RESULTS / name
-    wrong = check_pairs(folder) + check_over_baseline(folder) + check_findings(folder)
+    wrong = check_pairs(folder) + check_over_baseline(folder) + check_findings(folder) + check_family_tables(folder)
     if (folder / "gains.csv").is_file():
         wrong += check_gains(folder)
     if (folder / "interaction.csv").is_file():
@@ -432,3 +453,19 @@ def test_a_forged_step_table_is_caught(tmp_path):
     inter = (copy / "interaction.csv").read_text()
     (copy / "interaction.csv").write_text(inter.replace('"-0.068 [-0.261, +0.125]",no', '"-0.068 [-0.261, +0.125]",yes'))
     assert [w.split(":")[0] for w in check_steps(copy)] == ["by_step.csv", "interaction.csv"]
+
+
+def test_a_forged_family_table_is_caught(tmp_path):
+    """family_<name>.csv (a declared family of pairs, a column per subgroup): a moved bound and a verdict that the
+    interval does not give are each named."""
+    copy = tmp_path / "distillation"
+    shutil.copytree(RESULTS / "distillation", copy, ignore=shutil.ignore_patterns("*.png", "*.md"))
+    assert check_family_tables(copy) == []
+    f = copy / "family_delivery.csv"
+    text = f.read_text()
+    forged = text.replace('"-0.101 [-0.151, -0.050], separated family-wise"', '"-0.101 [-0.151, -0.040], separated '
+                          'family-wise"').replace('"+0.009 [-0.019, +0.037]"', '"+0.009 [-0.019, +0.037], separated"')
+    assert forged.count("-0.040") == 1 and forged.count("+0.037], separated") == 1
+    f.write_text(forged)
+    assert [w.split(":")[1].strip().split(",")[0] for w in check_family_tables(copy)] == [
+        "opd − sft_clean", "sft_teacher − sft_clean"]
