@@ -91,3 +91,17 @@ def test_a_failure_in_the_sampler_process_is_raised_by_the_learner(tiny_base, tm
     with pytest.raises(UserError, match="built its batch elsewhere than from the sampler"):
         tr.fit()
     assert tr.pipe.proc is None
+
+
+def test_messages_larger_than_a_pipes_buffer_never_deadlock(tiny_base, tmp_path, rewards, monkeypatch):  # noqa: F811
+    """Every message padded to 1 MB (a real model's weights and batches are larger than a pipe's 64 KB buffer): the
+    learner's weights and the sampler's batches cross without both sides blocked on a send, at k = 4."""
+    from gcframe.offpolicy import pipeline
+
+    send, recv = pipeline._send, pipeline._recv
+    monkeypatch.setattr(pipeline, "_send", lambda conn, obj: send(conn, (obj, b"x" * 2**20)))
+    monkeypatch.setattr(pipeline, "_recv", lambda conn: recv(conn)[0])
+    tr = trainer(tiny_base, tmp_path, name="big", steps=8, staleness=4, pipeline=True)
+    tr.fit()
+    assert [r["sampler_lag"] for r in read_jsonl(tmp_path / "big" / "metrics.jsonl") if "loss" in r] == \
+        [min(s, 4) for s in range(8)]

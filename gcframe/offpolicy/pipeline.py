@@ -60,36 +60,59 @@ def _states(ctx) -> dict:
             "orders": ctx._orders, "data_rng": ctx.rng.get_state()}
 
 
-def _sampler_loop(conn, trainer, start: int, steps: int) -> None:
+def _weights_reader(conn, weights: dict, cond) -> None:
+    """The sampler's thread that always drains the weights pipe (version -> snapshot; None once it closes), so that
+    the learner's send never waits on a sampler that is itself sending a batch: with one duplex pipe and messages
+    larger than its buffer, both would block."""
+    try:
+        while True:
+            version, snap = _recv(conn)
+            with cond:
+                weights[version] = snap
+                cond.notify()
+    except (EOFError, OSError):
+        with cond:
+            weights[None] = None
+            cond.notify()
+
+
+def _sampler_loop(weights_in, batches_out, trainer, start: int, steps: int) -> None:
     """The forked process: batch b of start..steps−1 with θ_{max(0, b−k)}; weights come as (version, tensors)."""
+    import threading
+
     torch.set_num_threads(1)
     ctx, method, sampler = trainer.ctx, trainer.method, trainer.ctx.sampler
     k = sampler.k
     held = {start: sampler.trainable()}  # θ_start: the learner's weights at the fork
     for i, snap in enumerate(sampler.ring):  # a resumed run's θ_{start−k} ... θ_{start−1}
         held[start - len(sampler.ring) + i] = snap
+    cond = threading.Condition()
+    threading.Thread(target=_weights_reader, args=(weights_in, held, cond), daemon=True).start()
     params, b = dict(sampler.model.named_parameters()), start
     try:
         for b in range(start, steps):
             v = max(0, b - k)
-            while v not in held:  # sent by the learner at the start of its step v
-                version, snap = _recv(conn)
-                held[version] = snap
+            with cond:
+                while v not in held:  # sent by the learner at the start of its step v
+                    if None in held:
+                        raise EOFError("the learner closed the weights pipe")
+                    cond.wait()
+                snap = held[v]
+                for old in [u for u in held if u is not None and u < v]:
+                    del held[old]
             with torch.no_grad():
-                for name, value in held[v].items():
+                for name, value in snap.items():
                     params[name].copy_(value)  # cast to the sampler's dtype by copy_
-            for old in [u for u in held if u < v]:
-                del held[old]
             ctx.timings.clear()
             batch = method.collect(b)
             if "mu_logp" not in batch.data:
                 raise UserError(f"train.pipeline: method '{method.name}' built its batch elsewhere than from the "
                                 "sampler (ctx.rollout / ctx.complete): set train.pipeline: false for it")
             stats, method.stats = method.stats, {}
-            _send(conn, ("batch", b, batch, stats, ctx.pop_stats(), dict(ctx.timings), _states(ctx)))
+            _send(batches_out, ("batch", b, batch, stats, ctx.pop_stats(), dict(ctx.timings), _states(ctx)))
     except BaseException as e:  # noqa: BLE001 - every failure goes to the learner, which raises it there
         try:
-            _send(conn, ("error", b, e, traceback.format_exc()))
+            _send(batches_out, ("error", b, e, traceback.format_exc()))
         except (OSError, pickle.PicklingError):  # the learner is gone, or the error does not pickle: EOF there
             pass
     finally:  # at once: no finalizer or stream flush inherited from the learner (its files, a test runner's pipes)
@@ -100,28 +123,31 @@ class Pipeline:
     """The learner's end: `start` forks the sampler, `batch(step, snapshot)` ships θ_step and returns batch `step`."""
 
     def __init__(self, trainer):
-        self.trainer, self.proc, self.conn, self.start = trainer, None, None, 0
+        self.trainer, self.proc, self.weights, self.batches, self.start = trainer, None, None, None, 0
 
     def open(self, start: int) -> None:
         import sys
 
         for stream in (sys.stdout, sys.stderr):  # the forked process must not write the learner's buffered text again
             stream.flush()
-        ours, theirs = mp.get_context("fork").Pipe()
-        self.proc = mp.get_context("fork").Process(target=_sampler_loop, args=(theirs, self.trainer, start,
-                                                                               self.trainer.tcfg.steps), daemon=True)
+        fork = mp.get_context("fork")
+        weights_in, weights_out = fork.Pipe(duplex=False)  # learner -> sampler: (version, snapshot)
+        batches_in, batches_out = fork.Pipe(duplex=False)  # sampler -> learner: each batch and its states
+        self.proc = fork.Process(target=_sampler_loop, args=(weights_in, batches_out, self.trainer, start,
+                                                             self.trainer.tcfg.steps), daemon=True)
         self.proc.start()
-        theirs.close()
-        self.conn, self.start = ours, start
+        weights_in.close()
+        batches_out.close()
+        self.weights, self.batches, self.start = weights_out, batches_in, start
 
     def batch(self, step: int, snapshot: dict):
         """Send θ_step (the sampler has θ_start from the fork), then wait for batch `step`; adopt the sampler's
         method statistics, data-source counts, timings and random state."""
         ctx, method = self.trainer.ctx, self.trainer.method
         if self.start < step and step + self.trainer.ctx.sampler.k < self.trainer.tcfg.steps:  # θ_step makes batch
-            _send(self.conn, (step, snapshot))  # step + k, if there is one
+            _send(self.weights, (step, snapshot))  # step + k, if there is one
         try:
-            msg = _recv(self.conn)
+            msg = _recv(self.batches)
         except EOFError:  # it died without a word (killed, or out of memory)
             self.proc.join(timeout=5)
             raise RuntimeError(f"the sampler process ended before batch {step} (exit code {self.proc.exitcode}): "
@@ -150,5 +176,6 @@ class Pipeline:
             if self.proc.is_alive():
                 self.proc.terminate()
             self.proc.join()
-            self.conn.close()
+            self.weights.close()
+            self.batches.close()
             self.proc = None
