@@ -139,6 +139,7 @@ def main(argv=None) -> int:
                                                  s_per_step=("s_per_step", "median"),
                                                  wait_median_s=("wait_median_s", "median"),
                                                  generate_s_per_step=("generate_s_per_step", "median")).reset_index()
+    table = table.round({"s_per_step": 4, "wait_median_s": 4, "generate_s_per_step": 4})
     base = float(table.loc[table["arm"] == "sync-1t", "s_per_step"].iloc[0])
     table["vs_sync_1t"] = (table["s_per_step"] / base).round(3)
     table["same_rows_as_dial"] = ["yes" if a.startswith("pipeline-") else "–" for a in table["arm"]]

@@ -251,6 +251,11 @@ RECIPES = {
         "the Ray backend's cost against the local two-process path: grids of 4 and 12 runs, wall and CPU time, "
         "extrapolated to the default's grid", "command", command=["experiments/benchmark_ray.py", "--out", "OUT"],
         quick=["--sizes", "2,3", "--steps", "3"], keep=["wall.csv", "overhead.csv"]),
+    "pipeline": Recipe(
+        "train.pipeline against synchronous training on the same two cores: GRPO at one and two threads, the staleness "
+        "dial and the pipeline at k = 1 and 4, 60 steps, 2 repeats interleaved", "command",
+        command=["experiments/benchmark_pipeline.py", "--out", "OUT"],
+        quick=["--steps", "5", "--repeats", "1", "--staleness", "1", "--quick"], keep=["pipeline.csv", "steps.csv"]),
     "benchmark_memory": Recipe("GRPO's and PPO's peak memory at the compute size, with and without micro-batches "
                                "(peak RSS does not depend on the machine's load)", "command",
                                command=["experiments/benchmark.py", "--no-trl", "--sizes", "compute", "--methods",

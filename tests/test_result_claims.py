@@ -2125,3 +2125,65 @@ def test_the_distillation_page_states_its_pairs_and_their_family_wise_verdicts()
     _says(page, "This design detects a greedy difference of 0.065 with probability 0.8")
     assert _csv(f"{name}/design.csv").set_index("metric").loc["greedy", "detectable difference (median over pairs)"] \
         == "0.065"
+
+
+def test_the_new_losses_page_states_its_pairs_and_their_verdicts():
+    """docs/results/new_losses.md's own words: no loss separated family-wise from the method it modifies, in any
+    subgroup; RPO above DPO per comparison (its interval on all problems and on the carries); the other eight within
+    0.05 of their parent's mean, each interval across 0; per comparison four GRPO variants above sft_filtered and DPO
+    below, none family-wise; the design's detectable difference; each variant's step cost beside its parent's."""
+    page, name = _page("new_losses.md"), "new_losses"
+    parents = [("dual_clip_ppo", "ppo"), ("lite_ppo", "grpo"), ("kimi", "grpo"), ("dppo", "grpo"), ("gmpo", "grpo"),
+               ("clip_cov", "grpo"), ("kl_cov", "grpo"), ("maxrl", "grpo"), ("rpo", "dpo")]
+    assert {_fw(name, a, b, sub) for a, b in parents for sub in ("all", "carry", "no_carry")} == {"no"}
+    _says(page, "rpo − dpo +0.122 [+0.062, +0.182], the gain on the problems with a carry (+0.202 [+0.098, +0.305])")
+    assert _pair(name, "rpo", "dpo") == "+0.122 [+0.062, +0.182]" and _pair_separated(name, "rpo", "dpo")
+    assert _pair(name, "rpo", "dpo", subgroup="carry") == "+0.202 [+0.098, +0.305]"
+    _says(page, "The other eight end within 0.05 of their parent's mean on test, each interval across zero")
+    t = _col(_csv(f"{name}/table.csv"), "test accuracy, 500 problems")
+    for a, b in parents[:-1]:
+        assert abs(t[a] - t[b]) < 0.05 and not _pair_separated(name, a, b), (a, b)
+    _says(page, "this design detects a greedy difference of 0.087 with probability 0.8")
+    assert _csv(f"{name}/design.csv").set_index("metric").loc["greedy", "detectable difference (median over pairs)"] \
+        == "0.087"
+    _says(page, "per comparison MaxRL, Lite PPO, KL-Cov and DPPO are above `sft_filtered` and DPO below")
+    over = [m for m in t if m not in ("SFT base (step 0)", "sft_filtered")]
+    above = {m for m in over if _pair_separated(name, m, "sft_filtered") and _num(_pair(name, m, "sft_filtered")) > 0}
+    below = {m for m in over if _pair_separated(name, m, "sft_filtered") and _num(_pair(name, m, "sft_filtered")) < 0}
+    assert (above, below) == ({"maxrl", "lite_ppo", "kl_cov", "dppo"}, {"dpo"})
+    assert {_fw(name, m, "sft_filtered", sub) for m in over for sub in ("all", "carry", "no_carry")} == {"no"}
+    _says(page, "The GRPO variants cost GRPO's step (0.22–0.24 s) and dual-clip PPO PPO's (0.61 s)")
+    step = _col(_csv(f"{name}/time.csv"), "s / step")
+    grpo_family = ["lite_ppo", "kimi", "dppo", "gmpo", "clip_cov", "kl_cov", "maxrl", "grpo"]
+    assert (min(step[m] for m in grpo_family), max(step[m] for m in grpo_family)) == (0.22, 0.24)
+    assert step["dual_clip_ppo"] == step["ppo"] == 0.61
+    base = t["SFT base (step 0)"]
+    assert all(t[m] > base + 0.3 for m in over + ["sft_filtered"])  # "every arm ends far above the SFT base"
+
+
+def test_the_pipeline_paragraph_is_what_its_benchmark_measured():
+    """docs/concepts/off-policy.md on train.pipeline: generation's share of GRPO's step, the pipeline's step against
+    synchronous training at one and two threads, the learner's wait, and the spread between repeats, all from
+    results/pipeline; every pipelined run logged its dial's rows (the benchmark stops otherwise)."""
+    page = (ROOT / "docs" / "concepts" / "off-policy.md").read_text()
+    t = _csv("pipeline/pipeline.csv").set_index("arm")
+    _says(page, "GRPO at the default's size spends about 0.04 of its 0.22 s a step generating")
+    assert round(float(t.loc["sync-1t", "generate_s_per_step"]), 2) == 0.04
+    assert round(float(t.loc["sync-1t", "s_per_step"]), 2) == 0.22
+    _says(page, "The pipeline's step is about 8–10% shorter than the synchronous one-thread step")
+    ratios = [float(t.loc[a, "vs_sync_1t"]) for a in ("pipeline-1", "pipeline-4")]
+    assert all(0.90 <= r <= 0.925 for r in ratios), ratios
+    _says(page, "about what a second thread gives synchronous training")
+    assert abs(float(t.loc["sync-2t", "vs_sync_1t"]) - sum(ratios) / 2) < 0.02
+    _says(page, "the learner waits 0.013–0.015 s for a batch instead of generating it (0.043 s)")
+    waits = [float(t.loc[a, "wait_median_s"]) for a in ("pipeline-1", "pipeline-4")]
+    assert (round(min(waits), 3), round(max(waits), 3)) == (0.013, 0.015)
+    assert round(float(t.loc["dial-1", "wait_median_s"]), 3) == 0.043
+    _says(page, "the sampler, sharing the machine, takes a little longer to generate than the learner did alone")
+    assert all(float(t.loc[f"pipeline-{k}", "generate_s_per_step"]) > float(t.loc[f"dial-{k}", "generate_s_per_step"])
+               for k in (1, 4))
+    _says(page, "the two repeats differ by up to 0.035 s a step")
+    steps = _csv("pipeline/steps.csv").astype({"s_per_step": float})
+    spread = steps.groupby("arm")["s_per_step"].agg(lambda s: s.max() - s.min())
+    assert round(float(spread.max()), 3) == 0.035
+    assert set(t["same_rows_as_dial"][t.index.str.startswith("pipeline-")]) == {"yes"}
