@@ -60,6 +60,9 @@ def test_a_pipelined_checkpoint_resumes_with_or_without_the_pipeline(tiny_base, 
             raise KeyboardInterrupt
         return step(self, s)
 
+    from gcframe.errors import on_sigterm
+
+    on_sigterm()  # as after any command run in this process: the sampler must still stop when the learner stops
     for name, again in (("a", True), ("b", False)):
         monkeypatch.setattr(Trainer, "train_step", killed_at_3)
         with pytest.raises(KeyboardInterrupt):
@@ -86,6 +89,9 @@ def test_a_failure_in_the_sampler_process_is_raised_by_the_learner(tiny_base, tm
     from gcframe.errors import UserError
     from methods.grpo import GRPO
 
+    from gcframe.errors import on_sigterm
+
+    on_sigterm()  # a SIGTERM handler inherited by the sampler must not keep it alive when the learner stops it
     monkeypatch.setattr(GRPO, "collect", lambda self, step: self.ctx.demonstrations(4))
     tr = trainer(tiny_base, tmp_path, staleness=1, pipeline=True)
     with pytest.raises(UserError, match="built its batch elsewhere than from the sampler"):

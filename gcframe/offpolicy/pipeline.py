@@ -78,8 +78,14 @@ def _weights_reader(conn, weights: dict, cond) -> None:
 
 def _sampler_loop(weights_in, batches_out, trainer, start: int, steps: int) -> None:
     """The forked process: batch b of start..steps−1 with θ_{max(0, b−k)}; weights come as (version, tensors)."""
+    import signal
     import threading
 
+    # the learner stops this process: SIGTERM ends it at once (a handler inherited from the learner, gcframe.errors'
+    # on_sigterm, would raise into the loop below, whose report could then block on a pipe no one reads), and Ctrl-C,
+    # sent to the whole process group, is the learner's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     ctx, method, sampler = trainer.ctx, trainer.method, trainer.ctx.sampler
     k = sampler.k
@@ -175,7 +181,10 @@ class Pipeline:
         if self.proc is not None:
             if self.proc.is_alive():
                 self.proc.terminate()
-            self.proc.join()
+            self.proc.join(timeout=10)
+            if self.proc.is_alive():  # never left running, whatever it is blocked on
+                self.proc.kill()
+                self.proc.join()
             self.weights.close()
             self.batches.close()
             self.proc = None
