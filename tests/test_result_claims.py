@@ -2136,6 +2136,10 @@ def test_the_new_losses_page_states_its_pairs_and_their_verdicts():
     parents = [("dual_clip_ppo", "ppo"), ("lite_ppo", "grpo"), ("kimi", "grpo"), ("dppo", "grpo"), ("gmpo", "grpo"),
                ("clip_cov", "grpo"), ("kl_cov", "grpo"), ("maxrl", "grpo"), ("rpo", "dpo")]
     assert {_fw(name, a, b, sub) for a, b in parents for sub in ("all", "carry", "no_carry")} == {"no"}
+    _says(page, "each loss against the method it modifies (`over_parent`, 9 pairs)",
+          "Family `over_parent` (9 pairs, declared before the runs)")
+    fams = _csv(f"{name}/families.csv")
+    assert set(fams[fams["family"] == "over_parent"]["comparisons"]) == {"9 pairs"} and len(parents) == 9
     _says(page, "rpo − dpo +0.122 [+0.062, +0.182], the gain on the problems with a carry (+0.202 [+0.098, +0.305])")
     assert _pair(name, "rpo", "dpo") == "+0.122 [+0.062, +0.182]" and _pair_separated(name, "rpo", "dpo")
     assert _pair(name, "rpo", "dpo", subgroup="carry") == "+0.202 [+0.098, +0.305]"
