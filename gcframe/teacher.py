@@ -33,32 +33,33 @@ imitates, so a distillation arm against `sft_clean` varies how that information 
 per-token judgement, or its demonstrations), and against `sft_filtered` who supplies it (a teacher, or the checker)."""
 
 
+def _clean(cfg):
+    """The run's config with the exact annotator: task.demo_slip and task.demo_noise 0, the rest as it is."""
+    import dataclasses
+
+    return dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, demo_slip=0.0, demo_noise=0.0))
+
+
 def clean_base(cfg, accelerator, label: str = "opd", show_progress: bool = True):
     """(folder, info) of the clean annotator's SFT base for this run's config (CLEAN_BASE), trained on first use."""
     import copy
-    import dataclasses
 
     from gcframe import pipeline
 
     if cfg.model.path:
         raise UserError(f"methods.{label}.teacher: {CLEAN_BASE} trains the tiny Llama on clean demonstrations, and "
                         f"this run starts from a pretrained model ({cfg.model.path}): give the teacher's model folder")
-    clean = copy.deepcopy(cfg)
-    clean.task = dataclasses.replace(cfg.task, demo_slip=0.0, demo_noise=0.0)
-    clean, task = pipeline.prepare(clean)
+    clean, task = pipeline.prepare(copy.deepcopy(_clean(cfg)))  # prepare may resolve sections in place
     return pipeline.sft_base(clean, task, accelerator, show_progress)
 
 
 def clean_base_dir(cfg) -> str:
     """The cached folder of this config's CLEAN_BASE, trained by the runs that distilled it, or a one-line UserError
     (the re-scoring scores the teacher as a reference and trains nothing)."""
-    import dataclasses
-
     from gcframe import pipeline
     from gcframe.tracking.log import cache_root
 
-    clean = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, demo_slip=0.0, demo_noise=0.0))
-    d = cache_root() / "sft_base" / pipeline.base_key(clean)
+    d = cache_root() / "sft_base" / pipeline.base_key(_clean(cfg))
     if not (d / "base_info.json").is_file():
         raise UserError(f"the teacher of these runs ({CLEAN_BASE}) is not in the cache ({d}): score without --base, "
                         "or run compare.py with the runs' config once to train it")

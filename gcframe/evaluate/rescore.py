@@ -322,14 +322,10 @@ def _rescore(args, path: Path, work: list, single: bool = False) -> int:
             run_cfg = from_dict(raw)
             if name == "final":
                 model, tok = load_final(model_path)
-            elif name.startswith("base"):
+            elif name.startswith(REFERENCES):  # the base (from the runs' config) or the teacher (its folder)
                 from gcframe.modeling import load_model_and_tokenizer
 
-                model, tok = load_model_and_tokenizer(base_of(run_cfg, task))
-            elif name.startswith("teacher"):
-                from gcframe.modeling import load_model_and_tokenizer
-
-                model, tok = load_model_and_tokenizer(model_path)
+                model, tok = load_model_and_tokenizer(base_of(run_cfg, task) if model_path is None else model_path)
             else:
                 model, tok = load_checkpoint(model_path, run_cfg, base_of(run_cfg, task))
             t0 = time.time()
