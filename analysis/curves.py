@@ -4,11 +4,11 @@ eq. 1), and methods compared by the curve's ceiling and efficiency rather than a
 
     python -m analysis.curves RUN_FOLDER [--axis sequences|tokens|time] [--forecast-half linear|log] [--out DIR]
 
-writes DIR (default RUN_FOLDER/report/, or RUN_FOLDER/report/curves_<axis>/ for tokens or time): curves.csv (a row per method: A, B, C_mid and their 95% intervals, or the
-word that says why there are none), curves_runs.csv (a row per run), evals.csv (every evaluation of every run:
-method, seed, step, compute, accuracy, problems; `run_fits` refits each run from it alone), orderings.csv,
-forecast.csv, curves.md (the tables) and curves.png (the fitted curves over the measured points, all methods, log
-compute).
+writes DIR (default RUN_FOLDER/report/, or RUN_FOLDER/report/curves_<axis>/ for tokens or time): curves.csv (a row
+per method: A, B, C_mid, C_90 and their 95% intervals, or the word that says why there are none), curves_runs.csv
+(a row per run), evals.csv (every evaluation of every run: method, seed, step, compute, accuracy, problems;
+`run_fits` refits each run from it alone), orderings.csv, forecast.csv, curves.md (the tables) and curves.png (the
+fitted curves over the measured points, all methods, log compute).
 
 The curve, fitted per run (method, seed) with scipy.optimize.curve_fit on the evaluations after step 0:
 
@@ -19,6 +19,8 @@ The curve, fitted per run (method, seed) with scipy.optimize.curve_fit on the ev
     B      the steepness (B > 0): how sharply the curve turns from its rise to its plateau in log compute
     C_mid  the compute at which half of the gain A − R₀ is reached (C_mid > 0: fitted as ln C_mid, between 1/100 of
            the first evaluation's compute and 100× the last); a smaller C_mid is a more efficient method
+    C_90   derived, not fitted: the compute at which 90% of the gain A − R₀ is reached, where (C_mid/C)^B = 1/9, so
+           C_90 = C_mid · 9^(1/B): how much a method needs to get near its own ceiling
 
 Compute is counted in what a user pays for (--axis): `sequences` trained on, step × train.prompts_per_step ×
 train.group_size from the run's config.yaml (equal per step for every method, the primary axis); generated `tokens`
@@ -221,10 +223,10 @@ def check_points(c, r, r0) -> tuple[str, str] | None:
 
 
 def fit_run(c, r, r0: float, sigma: float) -> dict:
-    """One run's evaluations (c, r, step 0 included) -> status, words and, where fitted, A, B, C_mid, rmse."""
+    """One run's evaluations (c, r, step 0 included) -> status, words and, where fitted, A, B, C_mid, C_90, rmse."""
     c, r = np.asarray(c, float), np.asarray(r, float)
-    out = {"status": "", "note": "", "A": math.nan, "B": math.nan, "C_mid": math.nan, "rmse": math.nan,
-           "c_peak": math.nan, "B_high": False}
+    out = {"status": "", "note": "", "A": math.nan, "B": math.nan, "C_mid": math.nan, "C_90": math.nan,
+           "rmse": math.nan, "c_peak": math.nan, "B_high": False}
     bad = check_points(c, r, r0)
     if bad:
         return {**out, "status": bad[0], "note": bad[1]}
@@ -242,6 +244,7 @@ def fit_run(c, r, r0: float, sigma: float) -> dict:
             BOUND_WORDS.get(x, f"{x.split()[0]} at its {'lower' if x.endswith('low') else 'upper'} bound")
             for x in stuck) + ")"}
     out.update({k: f[k] for k in ("A", "B", "C_mid", "rmse")}, B_high="B high" in f["at_bound"])
+    out["C_90"] = f["C_mid"] * 9.0 ** (1.0 / f["B"])  # R − R₀ = 0.9 (A − R₀) where (C_mid/C)^B = 1/9
     if f["C_mid"] > c[-1]:
         out.update(status="still rising", note=f"still rising: C_mid {_fmt_c(f['C_mid'])} beyond the last "
                                                f"evaluation {_fmt_c(c[-1])}, the ceiling extrapolated")
@@ -342,7 +345,7 @@ def seed_interval(values, log: bool = False) -> tuple[float, float, float]:
 
 
 def method_table(fits: pd.DataFrame) -> pd.DataFrame:
-    """A row per method: R₀, A, B, C_mid with 95% intervals over seeds where every run fits ('ok'), else NaN and
+    """A row per method: R₀, A, B, C_mid, C_90 with 95% intervals over seeds where every run fits ('ok'), else NaN and
     the words of the runs that do not."""
     rows = []
     for m, g in fits.groupby("method", sort=False):
@@ -350,8 +353,9 @@ def method_table(fits: pd.DataFrame) -> pd.DataFrame:
         row = {"method": m, "seeds": len(g), "fitted": int(fitted.sum()),
                "R0": float(g["R0"].mean()) if g["R0"].notna().any() else math.nan}
         sharp = g["B_high"].astype(bool) & fitted
-        for p, log in (("A", False), ("B", True), ("C_mid", True)):
-            est = seed_interval(g[p], log) if fitted.all() and not (p == "B" and sharp.any()) else (math.nan,) * 3
+        for p, log in (("A", False), ("B", True), ("C_mid", True), ("C_90", True)):
+            est = (seed_interval(g[p], log) if fitted.all() and not (p in ("B", "C_90") and sharp.any())
+                   else (math.nan,) * 3)  # a step's B is a bound, so is its C_90
             row.update({p: est[0], f"{p}_lo": est[1], f"{p}_hi": est[2]})
         if not fitted.all():
             row.update(status=_method_status(g[~fitted]), note=_seed_words(g[~fitted]))
@@ -583,7 +587,8 @@ def shown(half: str, table: pd.DataFrame, orders: pd.DataFrame, fc: pd.DataFrame
                      "A": _iv(t["A"], t["A_lo"], t["A_hi"], ".3f") if fitted else t["status"],
                      "B": _iv(t["B"], t["B_lo"], t["B_hi"], ".2f") if fitted else "–",
                      "C_mid": _iv(t["C_mid"], t["C_mid_lo"], t["C_mid_hi"], ".3g") if fitted else "–",
-                     "note": t["note"]})
+                     "C_90": _iv(t["C_90"], t["C_90_lo"], t["C_90_hi"], ".3g")
+                     if fitted and pd.notna(t["C_90"]) else "–", "note": t["note"]})
     out["per_method"] = ("Per method", rows)
     if len(orders):
         rows = []

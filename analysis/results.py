@@ -274,6 +274,14 @@ def _curve_fit(runs: Path, results: Path, prefix: str) -> bool:
                      *(f.name for f in sorted(dest.glob("curves_*.csv")) if f.name != "curves_runs.csv")):
             publish(dest / name, results / f"{prefix}{name}")
         shutil.copy(dest / "curves.png", results / f"{prefix}fit.png")
+    with tempfile.TemporaryDirectory() as tmp:  # the same curves against training wall time: what a step costs
+        try:  # (a teacher's forward passes, a critic) counts, so C_90 there is the time to near the ceiling
+            dest = curves.write(runs, axis="time", out=tmp)
+        except UserError as e:
+            print(f"{results}: no fit against training time ({e})")
+        else:
+            publish(dest / "curves.csv", results / f"{prefix}curves_time.csv")
+            publish(dest / "curves_per_method.csv", results / f"{prefix}curves_time_per_method.csv")
     return True
 
 

@@ -75,6 +75,22 @@ def test_the_curve_and_its_inverse_by_hand():
     assert math.isnan(curves.level_compute(0.4, 0.7, 1.0, 3200.0, 0.71))  # above the ceiling: never
 
 
+def test_c90_is_where_the_curve_makes_nine_tenths_of_its_gain():
+    # exact points of R0 = 0.4, A = 0.7, B = 2, C_mid = 3200: C_90 = 3200 · 9^(1/2) = 9600, where
+    # R = 0.4 + 0.3/(1 + (1/3)^2) = 0.4 + 0.27 = 0.67 = R0 + 0.9 (A − R0)
+    c = np.array([0.0, 400.0, 800.0, 1600.0, 3200.0, 6400.0, 12800.0, 25600.0])
+    r = curves.saturating(c, 0.4, 0.7, 2.0, 3200.0)
+    run = curves.fit_run(c, r, 0.4, 0.005)
+    assert run["status"] == "ok" and run["C_90"] == pytest.approx(9600.0, rel=1e-3)
+    assert curves.saturating(run["C_90"], 0.4, 0.7, 2.0, 3200.0) == pytest.approx(0.67, abs=1e-4)
+    # over seeds: the geometric mean of the seeds' C_90 (9600 and 2 · 9600 -> 9600 · √2 = 13,576)
+    fits = pd.DataFrame([{**run, "method": "m", "seed": 0, "R0": 0.4},
+                         {**run, "method": "m", "seed": 1, "R0": 0.4, "C_mid": 6400.0, "C_90": 2 * run["C_90"]}])
+    row = curves.method_table(fits).iloc[0]
+    assert row["C_90"] == pytest.approx(9600.0 * math.sqrt(2), rel=1e-3)
+    assert row["C_90_lo"] < row["C_90"] < row["C_90_hi"]
+
+
 def test_a_known_ceiling_is_recovered_and_the_falling_curve_is_marked(folder):
     rep = curves.write(folder)
     table = pd.read_csv(rep / "curves.csv").set_index("method")
