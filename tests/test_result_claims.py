@@ -2127,6 +2127,52 @@ def test_the_distillation_page_states_its_pairs_and_their_family_wise_verdicts()
         == "0.065"
 
 
+def test_the_distillation_page_states_its_teacher_compute_and_c90():
+    """docs/results/distillation.md: the teacher's own test score as the reference row (in no paired test); the step
+    costs and the equal-time comparison as time.csv and matched.csv hold them; C_90 = C_mid · 9^(1/B) of the two arms
+    with a ceiling, on sequences (and in steps of 128) and on training time, each interval wider than a factor of ten
+    on sequences; no ceiling for the RL arms."""
+    page, name = _page("distillation.md"), "distillation"
+    t = _csv(f"{name}/table.csv").set_index("method")
+    _says(page, "The first row is the teacher itself, one per seed, scored on the same problems as a reference "
+                "(0.983 ± 0.008 greedy)")
+    assert t.loc["teacher (reference)", "test accuracy, 500 problems"] == "0.983 ± 0.008"
+    sides = {x for c in pd.read_csv(RESULTS / name / "pairs.csv")["comparison"] for x in c.split(" − ")}
+    assert "teacher" not in sides and "opd" in sides  # a reference, never an arm
+    problems = pd.read_csv(RESULTS / name / "problems.csv.gz")  # its outcomes are published beside the arms'
+    assert problems[problems["method"] == "teacher"].groupby("seed")["greedy"].mean().mean() == pytest.approx(
+        _num(t.loc["teacher (reference)", "test accuracy, 500 problems"]), abs=5e-4)
+    step = _col(_csv(f"{name}/time.csv"), "s / step")
+    _says(page, "On-policy distillation's step takes 0.25 s, the teacher's forward pass included (`prepare`), against "
+                "0.34–0.57 s for the RL arms and 0.17–0.19 s for SFT")
+    assert _is(step["opd"], "0.25") and _span([step[m] for m in ("dapo", "reinforce_pp", "ppo")], "0.34", "0.57")
+    assert _span([step[m] for m in ("sft_teacher", "sft_filtered", "sft_clean")], "0.17", "0.19")
+    m = _csv(f"{name}/matched.csv")
+    at = _col(m, "accuracy at 35 s")
+    _says(page, "at 35 s it is at 0.835 on validation, against 0.900 for DAPO, 0.861 for REINFORCE++ and 0.820 for PPO, "
+                "and it needs 6 s to reach 0.631, against 3–5 s for the RL arms")
+    assert [at[x] for x in ("opd", "dapo", "reinforce_pp", "ppo")] == [0.835, 0.900, 0.861, 0.820]
+    reach = _col(m, "s to 0.631")
+    assert reach["opd"] == 6 and _span([reach[x] for x in ("dapo", "reinforce_pp", "ppo")], "3", "5")
+    c = pd.read_csv(RESULTS / name / "curves.csv").set_index("method")
+    runs = pd.read_csv(RESULTS / name / "curves_runs.csv")
+    for x in ("opd", "sft_teacher"):  # per run C_90 = C_mid · 9^(1/B): where (C_mid/C)^B = 1/9, R − R0 = 0.9 (A − R0)
+        r = runs[runs["method"] == x]
+        assert np.allclose(r["C_90"], r["C_mid"] * 9 ** (1 / r["B"]), rtol=1e-5) and len(r) == 3
+        assert c.loc[x, "C_90"] == pytest.approx(np.exp(np.log(r["C_90"]).mean()), rel=1e-5)  # geometric mean
+        assert c.loc[x, "C_90_hi"] / c.loc[x, "C_90_lo"] > 10  # "an interval over its 3 seeds wider than ten-fold"
+    _says(page, "is about 16,000 sequences (128 steps) for on-policy distillation and about 3,100 (25 steps) for SFT on "
+                "the teacher's completions")
+    assert round(c.loc["opd", "C_90"], -3) == 16000 and round(c.loc["opd", "C_90"] / 128) == 128
+    assert round(c.loc["sft_teacher", "C_90"], -2) == 3100 and round(c.loc["sft_teacher", "C_90"] / 128) == 25
+    assert c[c["C_90"].isna()].index.tolist() == ["sft_filtered", "sft_clean", "dapo", "reinforce_pp", "ppo"]
+    ct = pd.read_csv(RESULTS / name / "curves_time.csv").set_index("method")
+    _says(page, "the same two fits give C_90 of 32 s for on-policy distillation and 5.1 s for SFT on the teacher's "
+                "completions")
+    assert round(ct.loc["opd", "C_90"]) == 32 and round(ct.loc["sft_teacher", "C_90"], 1) == 5.1
+    assert ct[ct["C_90"].notna()].index.tolist() == ["opd", "sft_teacher"]  # "the RL arms have no fitted ceiling"
+
+
 def test_the_new_losses_page_states_its_pairs_and_their_verdicts():
     """docs/results/new_losses.md's own words: no loss separated family-wise from the method it modifies, in any
     subgroup; RPO above DPO per comparison (its interval on all problems and on the carries); the other eight within
