@@ -76,6 +76,12 @@ def teacher_path(value: str | None, label: str) -> str:
     if value == CLEAN_BASE:
         return value
     path = os.path.expanduser(str(value))
+    if os.path.exists(path) and not os.path.isdir(path):  # a weights file, say: the folder that holds it is the model
+        within = os.path.dirname(os.path.abspath(path))
+        hint = f" (its folder '{within}' has a config.json)" if os.path.isfile(os.path.join(within, "config.json")) \
+            else ""
+        raise UserError(f"methods.{label}.teacher: '{value}' is a file, not a model folder: give the Hugging Face "
+                        f"model folder{hint} that shares the student's tokenizer (config.json + weights + tokenizer)")
     if not os.path.isdir(path):
         raise UserError(f"methods.{label}.teacher: no model folder at '{value}' (it does not exist): give a Hugging "
                         "Face model folder that shares the student's tokenizer")
@@ -93,7 +99,7 @@ def tokenizer_difference(teacher_tok, student_tok) -> str | None:
     tv, sv = teacher_tok.get_vocab(), student_tok.get_vocab()
     if tv != sv:
         only = sorted(set(tv) - set(sv))[:3] or sorted(set(sv) - set(tv))[:3]
-        moved = [t for t in tv if t in sv and tv[t] != sv[t]][:3]
+        moved = sorted(t for t in tv if t in sv and tv[t] != sv[t])[:3]  # get_vocab's order is a hash map's
         what = f"tokens only one has: {only}" if only else f"tokens with other ids: {moved}"
         return f"a vocabulary of {len(tv)} tokens against the student's {len(sv)} ({what})"
     for name in ("eos_token_id", "pad_token_id"):
@@ -182,10 +188,14 @@ class WithTeacher:
     @classmethod
     def check_model(cls, cfg, task, tok) -> None:
         """Before any run starts: the teacher shares the student's tokenizer (both named in the one line); CLEAN_BASE
-        is the student's own tiny Llama and character tokenizer."""
+        is the student's own tiny Llama and character tokenizer. `tok` is None on the tiny model (compare.py passes
+        task.fmt.tok, a pretrained model's alone): the student's is then the character tokenizer its SFT base is
+        built and saved with (gcframe.pipeline), the one a tiny teacher folder saved by another run holds."""
         path = teacher_path(own_options(cls, cfg, cls.name).teacher, cls.name)
         if path != CLEAN_BASE:
-            check_tokenizer(path, tok, cls.name, cfg.model.path or "the SFT base")
+            from gcframe.modeling import build_char_tokenizer
+
+            check_tokenizer(path, tok or build_char_tokenizer(), cls.name, cfg.model.path or "the SFT base")
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)

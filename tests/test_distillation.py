@@ -221,6 +221,78 @@ def test_opd_without_a_teacher_through_the_cli(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+# -- a teacher folder on the tiny model (issue 75) -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def folders(tiny, tmp_path_factory):
+    """Teacher folders for the tiny student: `final`, a run's final model as compare.py writes
+    <out>/<method>/seed<k>/final (Trainer.save_model; untrained: what the folder holds matters here, not how good the
+    model is); `swapped`, the character tokenizer with the ids of "0" and "1" exchanged (the same 100 strings);
+    `wider`, 20 characters more (a 120-entry vocabulary and output layer)."""
+    from gcframe.modeling import DEFAULT_CHARS, build_char_tokenizer, build_tiny_llama, save_model_and_tokenizer
+    from gcframe.trainer import Trainer
+
+    cfg, task, root, acc = tiny
+    d = tmp_path_factory.mktemp("teacher_folders")
+    Trainer(copy.deepcopy(cfg), "sft", d / "run", root / "base", task, acc, show_progress=False).save_model(d / "final")
+    for name, chars in (("swapped", DEFAULT_CHARS.translate(str.maketrans("01", "10"))),
+                        ("wider", DEFAULT_CHARS + "αβγδεζηθικλμνξοπρστυ")):
+        tok = build_char_tokenizer(chars)
+        save_model_and_tokenizer(build_tiny_llama(tok, cfg.model, seed=3), tok, str(d / name))
+    return d
+
+
+@pytest.mark.parametrize("name", ["opd", "sft_teacher"])
+def test_a_teacher_folder_on_the_tiny_model_is_checked_against_its_character_tokenizer(tiny, folders, name):
+    """On the tiny model compare.py passes no tokenizer (task.fmt.tok is None; the student's is the character
+    tokenizer its SFT base is saved with): a run's final folder shares it and is accepted, the same strings under
+    other ids or a 120-entry vocabulary are refused in one line naming what differs (it crashed on None before)."""
+    cfg, task, _, _ = tiny
+    cfg = copy.deepcopy(cfg)
+    cfg.methods[name] = {"teacher": str(folders / "final")}
+    get_method(name).check_model(cfg, task, None)
+    for teacher, what in (("swapped", ("a vocabulary of 100 tokens against the student's 100 (tokens with other "
+                                       "ids: ['0', '1'])")),
+                          ("wider", "a vocabulary of 120 tokens against the student's 100 (tokens only one has: ")):
+        cfg.methods[name] = {"teacher": str(folders / teacher)}
+        with pytest.raises(UserError) as e:
+            get_method(name).check_model(cfg, task, None)
+        assert f"methods.{name}.teacher: the teacher {folders / teacher} does not share the student's tokenizer " \
+               f"(the SFT base): {what}" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_runs_final_folder_as_the_teacher_trains_through_the_cli(folders, tmp_path):
+    """As the user runs it: both distillation methods train against a final folder a run saved, exit 0; a teacher
+    with another vocabulary is one line, exit 2, before anything is written."""
+    from gcframe.tracking.log import read_jsonl
+
+    cfg_file = tmp_path / "config.yaml"
+    teacher = {"teacher": str(folders / "final")}
+    cfg_file.write_text(yaml.safe_dump({**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "steps": 2},
+                                        "methods": {"opd": teacher, "sft_teacher": teacher}}))
+    out = tmp_path / "out"
+    r = run_cli("--config", cfg_file, "--no-progress", "--methods", "opd,sft_teacher", "--out", out, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for name in ("opd", "sft_teacher"):
+        assert (out / name / "seed0" / "final" / "model.safetensors").is_file()
+        assert max(row["step"] for row in read_jsonl(out / name / "seed0" / "metrics.jsonl")) == 2
+    cfg_file.write_text(yaml.safe_dump({**TINY_CONFIG, "methods": {"opd": {"teacher": str(folders / "wider")}}}))
+    r = run_cli("--config", cfg_file, "--no-progress", "--methods", "opd", "--out", tmp_path / "other", timeout=300)
+    refused = f"methods.opd.teacher: the teacher {folders / 'wider'} does not share the student's tokenizer"
+    assert_one_line_refusal(r, [refused, "a vocabulary of 120 tokens against the student's 100"])
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_teacher_path_that_is_a_file_is_named_as_a_file(folders):
+    """A weights file given for the folder: said so (it was "it does not exist"), and the folder that holds it named."""
+    import re
+
+    weights = folders / "final" / "model.safetensors"
+    said = (f"methods.opd.teacher: '{weights}' is a file, not a model folder: give the Hugging Face model folder "
+            f"(its folder '{folders / 'final'}' has a config.json)")
+    with pytest.raises(UserError, match=re.escape(said)):
+        _method_names("opd", {"teacher": str(weights)})
+
+
 def test_every_method_means_those_that_can_run_without_inputs():
     """compare.py without --methods, the atlas and the benchmarks run `default_methods`: every registered method, a
     teacher's only when its config names a teacher (none can be invented), and compare's checks pass on them all."""
