@@ -111,3 +111,44 @@ def test_messages_larger_than_a_pipes_buffer_never_deadlock(tiny_base, tmp_path,
     tr.fit()
     assert [r["sampler_lag"] for r in read_jsonl(tmp_path / "big" / "metrics.jsonl") if "loss" in r] == \
         [min(s, 4) for s in range(8)]
+
+
+# Runs compare.py, but at the start of step 3 (after the checkpoint of step 2) the learner kills its own sampler
+# process with SIGKILL, as `kill -9` or the kernel's out-of-memory killer would, and waits until it is gone.
+KILL_SAMPLER = """
+import os, runpy, signal, sys
+from gcframe.trainer import Trainer
+_train_step = Trainer.train_step
+def train_step(self, step):
+    if step == 3 and self.pipe is not None:  # (stage 1 trains the SFT base with no sampler process)
+        os.kill(self.pipe.proc.pid, signal.SIGKILL)
+        self.pipe.proc.join(30)
+    return _train_step(self, step)
+Trainer.train_step = train_step
+sys.argv[0] = {compare!r}
+runpy.run_path({compare!r}, run_name="__main__")
+"""
+
+
+def test_a_killed_sampler_process_is_one_line_with_the_resume_command(tmp_path):
+    """As the user meets it: one line naming the sampler process and its signal, exit 2, the checkpoint of step 2
+    kept, and the --resume line it prints finishes the run. The learner cannot wait on a dead sampler (a closed pipe
+    reads EOF and refuses a write at once), and each command runs under run_cli's time limit."""
+    import shlex
+
+    from gcframe.tracking import checkpoint
+    from tests.test_bad_input import assert_one_line_refusal
+    from tests.test_resume import COMPARE, TINY_CONFIG, run_cli, write_config
+
+    cfg = write_config(tmp_path / "tiny.yaml", {**TINY_CONFIG, "train": {
+        **TINY_CONFIG["train"], "steps": 6, "staleness": 1, "pipeline": True}})
+    script, out = tmp_path / "kill_sampler.py", tmp_path / "out"
+    script.write_text(KILL_SAMPLER.format(compare=str(COMPARE)))
+    r = run_cli("--config", cfg, "--methods", "grpo", "--seeds", "0", "--no-progress", "--out", out, script=script)
+    assert_one_line_refusal(r, ["the sampler process (train.pipeline) ended before batch ",
+                                "killed by signal 9 (SIGKILL)", "grpo seed 0's checkpoint of step 2",
+                                f"continue with: python experiments/compare.py --resume {shlex.quote(str(out))}"])
+    assert checkpoint.latest(out / "grpo" / "seed0").name == "step-000002"
+    resumed = run_cli("--resume", out, "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    assert max(r["step"] for r in read_jsonl(out / "grpo" / "seed0" / "metrics.jsonl")) == 6

@@ -150,14 +150,12 @@ class Pipeline:
         """Send θ_step (the sampler has θ_start from the fork), then wait for batch `step`; adopt the sampler's
         method statistics, data-source counts, timings and random state."""
         ctx, method = self.trainer.ctx, self.trainer.method
-        if self.start < step and step + self.trainer.ctx.sampler.k < self.trainer.tcfg.steps:  # θ_step makes batch
-            _send(self.weights, (step, snapshot))  # step + k, if there is one
         try:
+            if self.start < step and step + self.trainer.ctx.sampler.k < self.trainer.tcfg.steps:  # θ_step makes
+                _send(self.weights, (step, snapshot))  # batch step + k, if there is one
             msg = _recv(self.batches)
-        except EOFError:  # it died without a word (killed, or out of memory)
-            self.proc.join(timeout=5)
-            raise RuntimeError(f"the sampler process ended before batch {step} (exit code {self.proc.exitcode}): "
-                               "see its output above; the run resumes from its last checkpoint") from None
+        except (EOFError, OSError):  # its end of a pipe closed: it died without a word (killed, or out of memory)
+            raise self.ended(step) from None
         if msg[0] == "error":
             _, at, error, trace = msg
             if isinstance(error, (UserError, FloatingPointError)):
@@ -176,6 +174,25 @@ class Pipeline:
         ctx._orders = states["orders"]
         ctx.rng.set_state(states["data_rng"])
         return batch
+
+    def ended(self, step: int) -> UserError:
+        """The one line for a sampler process that ended before batch `step` without sending an error: its exit
+        status or the signal that killed it. Only the learner's checkpoints hold the run's state, and a resumed run
+        forks a new sampler, so the fix is to resume (compare.py adds what it kept and the --resume command)."""
+        import signal
+
+        self.proc.join(timeout=5)  # its pipe closes as it dies: the exit status follows at once
+        code = self.proc.exitcode
+        if code is not None and code < 0:  # multiprocessing's exitcode: −N for signal N
+            try:
+                name = f" ({signal.Signals(-code).name})"
+            except ValueError:
+                name = ""
+            how = f"killed by signal {-code}{name}, from outside or by the kernel for want of memory"
+        else:
+            how = f"exit status {code} (see its output above)" if code is not None else "its exit status unknown"
+        return UserError(f"the sampler process (train.pipeline) ended before batch {step}, {how}: the run resumes "
+                         "from its last checkpoint with a new sampler")
 
     def close(self) -> None:
         if self.proc is not None:
