@@ -19,11 +19,16 @@ the truncated ANOVA estimator of the same chapter):
 
 (M_S = max(MS_S, MS_E): a seed mean square below the residual one stands at the residual's level, never below it).
 No component is ever dropped: where MS_S ≤ MS_E the seed term still contributes M_S = MS_E, known only to S − 1 df.
-The degrees of freedom are Satterthwaite's (1946) for that sum, ν = (Σ c_i M_i)² / Σ (c_i M_i)²/df_i over
-(M_S, S − 1), (M_P, P − 1), (−MS_E, (S − 1)(P − 1)), and the interval is D ± t_{0.975,ν}·SE: where the seeds dominate
-or their mean square is small (it is then estimated from S − 1 df all the same), ν nears S − 1 and the interval is as
-wide as the seeds warrant. `components_variance` computes Var and ν from the components, for this interval and for the
-detectable difference alike. Var is floored at 1e-12 only when every d[s,p] is the same (identical outputs), so that
+
+The reference distribution is t on ν = S − 1 (`reference_df`), the seed term's own degrees of freedom: the seeds are
+the units a new training run replicates, and the variance is known no better than its seed mean square. Satterthwaite's
+(1946) ν = (Σ c_i M_i)² / Σ (c_i M_i)²/df_i over (M_S, S − 1), (M_P, P − 1), (−MS_E, (S − 1)(P − 1)) is larger
+wherever M_S is small, and M_S is small by chance exactly where false separations come from: at the levels Holm's
+method uses (α/m), the Satterthwaite interval separated true zeros at up to 2× the level under results' own fitted
+components and far more under a skewed near-ceiling null, while S − 1 held the level under every fitted generator
+(experiments/paired_size.py; results/paired_size, docs/concepts/statistics.md). `components_variance` computes Var and
+Satterthwaite's ν from the components (the coverage study reports both), and `reference_df` gives the ν the interval,
+its p-value and the detectable difference use. Var is floored at 1e-12 only when every d[s,p] is the same (identical outputs), so that
 an interval always has a width and nothing divides by zero. `python experiments/paired_coverage.py` measures its
 coverage as the seeds' share of Var(D) grows, overall and by which components were truncated
 (docs/concepts/statistics.md gives the table).
@@ -104,8 +109,8 @@ def two_way(d) -> dict:
                     var_seed=math.nan, var_problem=ms_p, var_resid=0.0, truncated="none")
     D, ms_s, ms_p, ms_e = (float(x) for x in mean_squares(d))
     sv, pv = (float(x) for x in truncated_components(ms_s, ms_p, ms_e, S, P))  # truncated at 0, never dropped
-    var, df = components_variance(sv, pv, ms_e, S, P)
-    return dict(diff=D, var=max(var, FLOOR), df=df, levels="seeds × problems", ms_s=ms_s, ms_p=ms_p, ms_e=ms_e,
+    var, satterthwaite = components_variance(sv, pv, ms_e, S, P)
+    return dict(diff=D, var=max(var, FLOOR), df=reference_df(S, satterthwaite), levels="seeds × problems", ms_s=ms_s, ms_p=ms_p, ms_e=ms_e,
                 var_seed=sv, var_problem=pv, var_resid=ms_e, truncated=truncated(ms_s, ms_p, ms_e))
 
 
@@ -124,6 +129,23 @@ def components_variance(var_seed, var_problem, var_resid, S: int, P: int):
     m_s, m_p = var_resid + P * var_seed, var_resid + S * var_problem
     var = var_seed / S + var_problem / P + var_resid / (S * P)
     return var, _satterthwaite([(m_s, S - 1), (m_p, P - 1), (-var_resid, (S - 1) * (P - 1))])
+
+
+def reference_df(S: int, satterthwaite):
+    """The ν of the kept test's t reference at S ≥ 2 seeds: S − 1, the seed term's degrees of freedom (module
+    docstring); `satterthwaite` (a float or an array of many experiments) is what it replaces, and sets the shape."""
+    return np.full(np.shape(satterthwaite), S - 1.0) if np.ndim(satterthwaite) else S - 1.0
+
+
+def reference_p(d):
+    """Two-sided p-values of the kept test for many S × P tables at once (n × S × P, S ≥ 2): t = D/SE on
+    `reference_df`'s ν, as `two_way` and `t_interval` give them one table at a time."""
+    d = np.asarray(d, float)
+    S, P = d.shape[-2:]
+    D, ms_s, ms_p, ms_e = mean_squares(d)
+    sv, pv = truncated_components(ms_s, ms_p, ms_e, S, P)
+    var = components_variance(sv, pv, ms_e, S, P)[0]
+    return 2 * stats.t.sf(np.abs(D) / np.sqrt(np.maximum(var, FLOOR)), S - 1.0)
 
 
 def t_interval(diff: float, var: float, df: float, level: float = 0.95) -> dict:
@@ -215,7 +237,7 @@ def detectable_difference(var_seed: float, var_problem: float, var_resid: float,
     fixed) or seeds (P fixed) that would halve its SE: Var(S', P) = Var(S, P)/4 solved for S' or P'.
 
     More problems cannot remove σ²_S/S (nor more seeds σ²_P/P): "not reachable" when that alone is a quarter or
-    more. ν is Satterthwaite's with the expected mean squares of these components. The halving solves for the SE
+    more. ν is the kept test's (`reference_df`: S − 1). The halving solves for the SE
     alone: the t factor, which falls as ν grows (steeply with more seeds when there are few), usually takes the MDE
     further. With 1 seed var_seed is NaN and var_problem the per-cell variance MS_P (problems only).
     """
@@ -223,7 +245,7 @@ def detectable_difference(var_seed: float, var_problem: float, var_resid: float,
     one = math.isnan(var_seed)
     sv, pv, ev = (0.0 if one else var_seed), var_problem, var_resid
     var = sv / S + pv / P + ev / (S * P)
-    df = P - 1.0 if one else components_variance(sv, pv, ev, S, P)[1]
+    df = P - 1.0 if one else reference_df(S, components_variance(sv, pv, ev, S, P)[1])
     q = stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)  # normal quantiles at df = inf
     goal = var / 4  # Var(S', P) = sv/S' + pv/P + ev/(S'·P) and Var(S, P') likewise, solved for S' and P'
     room_p, room_s = goal - sv / S, goal - pv / P

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis.paired import (
+    components_variance,
     describe,
     detectable_difference,
     paired_difference,
@@ -45,16 +46,17 @@ def test_two_seeds_three_problems_by_hand():
     # residuals d − d̄_s − d̄_p + D: [[1/3, −1/6, −1/6], [−1/3, 1/6, 1/6]]: SS_E = 2/9 + 4/36 = 1/3,
     # MS_E = SS_E/((S−1)(P−1)) = (1/3)/2 = 1/6
     # Var(D) = (1/6 + 1/2 − 1/6)/6 = 1/12, SE = 0.288675
-    # ν = (1/2)² / ((1/6)²/1 + (1/2)²/2 + (1/6)²/2) = 0.25/(12/72) = 1.5; t_{0.975,1.5} = 6.01666
-    # interval 0.5 ± 6.01666·0.288675 = 0.5 ± 1.73686 = [−1.23686, 2.23686]: not separated
+    # Satterthwaite's ν = (1/2)² / ((1/6)²/1 + (1/2)²/2 + (1/6)²/2) = 0.25/(12/72) = 1.5, but the interval's
+    # reference is t on S − 1 = 1 df (analysis.paired.reference_df): t_{0.975,1} = 12.7062
+    # interval 0.5 ± 12.7062·0.288675 = 0.5 ± 3.66797 = [−3.16797, 4.16797]: not separated
     # seed means A 1, 2/3 and B 1/3, 1/3: A wins all 4 pairs, P(A>B) = 1
     df = frame({"grpo": [[1, 1, 1], [1, 1, 0]], "ppo": [[0, 0, 1], [1, 0, 0]]})
     r = paired_difference(df, "grpo", "ppo", "greedy")
     tw = two_way(np.array([[1, 1, 0], [0, 1, 0]]))
     assert (tw["ms_s"], tw["ms_p"], tw["ms_e"]) == pytest.approx((1 / 6, 1 / 2, 1 / 6), abs=1e-12)
     assert r["diff"] == pytest.approx(0.5) and r["se"] == pytest.approx(math.sqrt(1 / 12), abs=1e-12)
-    assert r["df"] == pytest.approx(1.5, abs=1e-12)
-    assert (r["lo"], r["hi"]) == pytest.approx((-1.23686, 2.23686), abs=1e-4)
+    assert r["df"] == 1.0 and components_variance(0.0, 1 / 6, 1 / 6, 2, 3)[1] == pytest.approx(1.5, abs=1e-12)
+    assert (r["lo"], r["hi"]) == pytest.approx((-3.16797, 4.16797), abs=1e-4)
     assert r["separated"] is False and r["p_improve"] == 1.0
     assert (r["n_seeds"], r["n_problems"], r["levels"]) == (2, 3, "seeds × problems")
     # components: σ²_S = (MS_S − MS_E)/P = 0, σ²_P = (MS_P − MS_E)/S = 1/6, σ²_E = MS_E = 1/6
@@ -65,9 +67,11 @@ def test_both_components_truncated_at_zero_keep_the_seed_term_and_its_seed_df():
     # d = [[1,0,0],[0,0,1]]: seed means 1/3, 1/3 -> MS_S = 0; problem means 1/2, 0, 1/2 -> MS_P = 2·(1/6)/2 = 1/6;
     # residuals ±1/2 at the four corners -> MS_E = 1/2. σ²_S = max((0 − 1/2)/3, 0) = 0, σ²_P = max((1/6 − 1/2)/2, 0)
     # = 0: Var = MS_E/(S·P) = 1/12. The truncated mean squares M_S = M_P = MS_E = 1/2 keep their df:
-    # ν = (1/2 + 1/2 − 1/2)² / ((1/2)²/1 + (1/2)²/2 + (1/2)²/2) = (1/4)/(1/2) = 0.5
+    # Satterthwaite's ν = (1/2 + 1/2 − 1/2)² / ((1/2)²/1 + (1/2)²/2 + (1/2)²/2) = (1/4)/(1/2) = 0.5; the interval's
+    # reference is S − 1 = 1 df
     r = paired_difference(frame({"a": [[1, 0, 0], [0, 0, 1]], "b": np.zeros((2, 3))}), "a", "b", "greedy")
-    assert r["se"] == pytest.approx(math.sqrt(1 / 12), abs=1e-12) and r["df"] == pytest.approx(0.5, abs=1e-12)
+    assert r["se"] == pytest.approx(math.sqrt(1 / 12), abs=1e-12) and r["df"] == 1.0
+    assert components_variance(0.0, 0.0, 1 / 2, 2, 3)[1] == pytest.approx(0.5, abs=1e-12)
     assert (r["var_seed"], r["var_problem"], r["var_resid"]) == pytest.approx((0, 0, 1 / 2), abs=1e-12)
     assert two_way(np.array([[1, 0, 0], [0, 0, 1]]))["truncated"] == "seed+problem"
 
@@ -83,17 +87,18 @@ def test_a_seed_term_the_mean_squares_show_is_kept_where_the_old_floor_dropped_i
     # Truncated components: σ²_S = (9/8 − 19/24)/4 = 1/12, σ²_P = max((1/8 − 19/24)/2, 0) = 0, σ²_E = 19/24
     #   Var = (1/12)/2 + 0 + (19/24)/8 = 8/192 + 19/192 = 9/64, SE = 3/8
     #   M_S = 19/24 + 4·(1/12) = 9/8 (1 df), M_P = 19/24 (3 df), −MS_E (3 df):
-    #   ν = (9/8)² / ((9/8)² + (19/24)²/3 + (19/24)²/3) = (2187/1728)/(2909/1728) = 2187/2909 = 0.75180
-    #   t_{0.975, 0.75180} = 28.5153: −0.375 ± 28.5153·0.375 = −0.375 ± 10.6932 = [−11.068, +10.318]
+    #   Satterthwaite's ν = (9/8)² / ((9/8)² + (19/24)²/3 + (19/24)²/3) = (2187/1728)/(2909/1728) = 2187/2909 = 0.75180;
+    #   the reference: S − 1 = 1 df, t_{0.975,1} = 12.7062: −0.375 ± 12.7062·0.375 = −0.375 ± 4.7648 = [−5.140, +4.390]
     d = np.array([[-1, -1, -1, 0], [0, 0, 1, -1]])
     tw = two_way(d)
     assert (tw["ms_s"], tw["ms_p"], tw["ms_e"]) == pytest.approx((9 / 8, 1 / 8, 19 / 24), abs=1e-12)
     assert tw["ms_s"] + tw["ms_p"] < 2 * tw["ms_e"]  # where the seed term used to be dropped
     assert (tw["var_seed"], tw["var_problem"], tw["var_resid"]) == pytest.approx((1 / 12, 0, 19 / 24), abs=1e-12)
-    assert tw["var"] == pytest.approx(9 / 64, abs=1e-12) and tw["df"] == pytest.approx(2187 / 2909, abs=1e-12)
+    assert tw["var"] == pytest.approx(9 / 64, abs=1e-12) and tw["df"] == 1.0
+    assert components_variance(1 / 12, 0.0, 19 / 24, 2, 4)[1] == pytest.approx(2187 / 2909, abs=1e-12)
     assert tw["truncated"] == "problem"
     r = t_interval(tw["diff"], tw["var"], tw["df"])
-    assert (r["lo"], r["hi"]) == pytest.approx((-11.068, 10.318), abs=1e-3) and not r["separated"]
+    assert (r["lo"], r["hi"]) == pytest.approx((-5.140, 4.390), abs=1e-3) and not r["separated"]
 
 
 def test_probability_of_improvement_by_hand_count():
@@ -159,11 +164,12 @@ def test_detectable_difference_from_known_components():
     # σ²_S = 1e-4, σ²_P = 4e-3, σ²_E = 4e-2, S = 3, P = 400:
     # Var = 1e-4/3 + 4e-3/400 + 4e-2/1200 = 3.3333e-5 + 1e-5 + 3.3333e-5 = 7.6667e-5, SE = 0.0087560
     # expected mean squares MS_S = 0.04 + 400·1e-4 = 0.08, MS_P = 0.04 + 3·4e-3 = 0.052, MS_E = 0.04:
-    # ν = 0.092² / (0.08²/2 + 0.052²/399 + 0.04²/798) = 0.008464/0.0032088 = 2.6378
-    # MDE = (t_{0.975,ν} + t_{0.80,ν})·SE = (3.44456 + 1.00007)·0.0087560 = 0.038917
+    # Satterthwaite's ν = 0.092² / (0.08²/2 + 0.052²/399 + 0.04²/798) = 0.008464/0.0032088 = 2.6378; the design's
+    # ν is the kept test's, S − 1 = 2: MDE = (t_{0.975,2} + t_{0.80,2})·SE = (4.30265 + 1.06066)·0.0087560 = 0.046961
     r = detectable_difference(1e-4, 4e-3, 4e-2, 3, 400)
-    assert r["se"] == pytest.approx(0.0087560, abs=1e-6) and r["df"] == pytest.approx(2.6378, abs=1e-3)
-    assert r["mde"] == pytest.approx(0.038917, abs=1e-5)
+    assert r["se"] == pytest.approx(0.0087560, abs=1e-6) and r["df"] == 2.0
+    assert components_variance(1e-4, 4e-3, 4e-2, 3, 400)[1] == pytest.approx(2.6378, abs=1e-3)
+    assert r["mde"] == pytest.approx(0.046961, abs=1e-5)
     # halving: Var/4 = 1.9167e-5. More problems leave σ²_S/S = 3.33e-5 > Var/4: not reachable. More seeds:
     # (σ²_S + σ²_E/P)/(Var/4 − σ²_P/P) = (1e-4 + 1e-4)/(1.9167e-5 − 1e-5) = 21.8 -> 22 seeds
     assert r["problems_to_halve"] == "not reachable" and r["seeds_to_halve"] == 22
@@ -172,7 +178,8 @@ def test_detectable_difference_from_known_components():
     # σ²_P/P = 1e-4 > Var/4
     r = detectable_difference(0.0, 0.01, 0.04, 3, 100)
     assert r["problems_to_halve"] == 400 and r["seeds_to_halve"] == "not reachable"
-    assert r["df"] == pytest.approx(5.7138, abs=1e-3)  # 0.07² / (0.04²/2 + 0.07²/99 + 0.04²/198)
+    assert r["df"] == 2.0  # S − 1, where Satterthwaite's is 0.07² / (0.04²/2 + 0.07²/99 + 0.04²/198) = 5.7138
+    assert components_variance(0.0, 0.01, 0.04, 3, 100)[1] == pytest.approx(5.7138, abs=1e-3)
 
 
 def _coverage(n: int, effect: float, seed_sd: float, rng) -> tuple[float, float, float]:
@@ -193,9 +200,9 @@ def test_the_interval_covers_a_known_difference():
     # method effects (SD 0.1 logits: a quarter of Var(D)); truth by quadrature (+0.031 for 0.2 logits)
     cover, sep, share = _coverage(2000, 0.2, 0.1, np.random.default_rng(0))
     assert 0.15 < share < 0.4  # the seeds matter here: an interval that ignores them covers less
-    # no component dropped, ν from 2 seed df: it over-covers here and separates the true +0.031 rarely (0.046 at
-    # this seed), though more often than a true 0 (test_no_difference_is_rarely_separated)
-    assert 0.93 <= cover and sep > 0.03
+    # no component dropped, ν = S − 1 = 2: it over-covers here and separates the true +0.031 rarely (0.0115 at
+    # this seed), though more often than a true 0 (0.0005 at its seed: test_no_difference_is_rarely_separated)
+    assert 0.93 <= cover and sep > 0.005
     # seeds dominating (SD 0.3: ~60% of Var(D)) with 3 seeds: still at least 0.93
     cover, _, share = _coverage(1000, 0.2, 0.3, np.random.default_rng(1))
     assert share > 0.5 and 0.93 <= cover
@@ -230,11 +237,11 @@ def test_pairwise_rows_describe_and_unpaired_ratio():
     assert re.fullmatch(r"grpo − online_rft, greedy: [+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\], P\(A>B\) "
                         r"\d\.\d\d, (separated|not separated)", describe(r)), describe(r)
     two = pairwise(frame({"grpo": [[1, 1, 1], [1, 1, 0]], "ppo": [[0, 0, 1], [1, 0, 0]]})).iloc[0]
-    assert describe(two) == "grpo − ppo, greedy: +0.500 [-1.237, +2.237], P(A>B) 1.00, not separated, 2 seeds"
+    assert describe(two) == "grpo − ppo, greedy: +0.500 [-3.168, +4.168], P(A>B) 1.00, not separated, 2 seeds"
 
 
 def test_the_dropping_rule_and_the_vectorised_interval_agree_with_two_way():
-    from analysis.paired import components_variance, mean_squares, truncated_components
+    from analysis.paired import components_variance, mean_squares, reference_df, truncated_components
     from experiments.paired_coverage import dropping
 
     # the hand case above: MS_S + MS_P = 5/4 < 19/12 fires; Var = MS_E/(S·P) = (19/24)/8 = 19/192 on (S−1)(P−1) = 3 df
@@ -246,7 +253,7 @@ def test_the_dropping_rule_and_the_vectorised_interval_agree_with_two_way():
     var, df = components_variance(*truncated_components(ms_s, ms_p, ms_e, 3, 40), ms_e, 3, 40)
     for i in range(6):
         tw = two_way(d[i])
-        assert (tw["diff"], tw["var"], tw["df"]) == pytest.approx((D[i], var[i], df[i]), rel=1e-12)
+        assert (tw["diff"], tw["var"], tw["df"]) == pytest.approx((D[i], var[i], reference_df(3, df[i])), rel=1e-12)
 
 
 def test_the_committed_coverage_table_covers_the_design():

@@ -13,10 +13,10 @@ def test_the_detectable_difference_by_hand_and_the_cheapest_design():
     c = {"var_seed": 0.0004, "var_problem": 0.1, "var_resid": 0.1}
     t = grid(c, [2, 4, 8], [250, 500])
     row = t[(t["seeds"] == 4) & (t["problems"] == 500)].iloc[0]
-    from analysis.paired import components_variance
-
-    _, nu = components_variance(0.0004, 0.1, 0.1, 4, 500)  # Satterthwaite's ν of that design
-    want = (stats.t.ppf(0.975, nu) + stats.t.ppf(0.8, nu)) * np.sqrt(0.00035)
+    # the design's ν is the kept test's, S − 1 = 3 (analysis.paired.reference_df):
+    # (t_{0.975,3} + t_{0.8,3})·√0.00035 = (3.18245 + 0.97847)·0.018708 = 0.077844
+    want = (stats.t.ppf(0.975, 3) + stats.t.ppf(0.8, 3)) * np.sqrt(0.00035)
+    assert want == pytest.approx(0.077844, abs=1e-5)
     assert row["detectable"] == pytest.approx(want, rel=1e-9)
     for _, g in t.groupby("seeds"):  # more problems, or more seeds, detect less
         assert g.sort_values("problems")["detectable"].is_monotonic_decreasing
