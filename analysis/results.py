@@ -3,6 +3,7 @@ tables from those files.
 
     python -m analysis.results            # re-render every marked table in README.md and docs/*.md
     python -m analysis.results --check    # exit 1 if a marked table differs from its CSV (tests/test_results.py)
+    python -m analysis.results --reshape  # re-render a table although its result lost rows or columns on purpose
 
 A table in a markdown file is marked by the CSV it shows (or a result's sentences by its .md, e.g. findings.md,
 written from its tables by analysis.findings):
@@ -12,6 +13,13 @@ written from its tables by analysis.findings):
     <!-- /result -->
 
 Never edit between the markers: change the result (experiments/reproduce.py) and render again.
+
+A damaged results file never reaches the README: rendering refuses (one line, before any markdown file is written) a
+CSV that is not text, is empty or holds a row cut short, a marked CSV that is gone while the page shows its table,
+and a CSV with fewer rows, or without a column, than the table the page shows was rendered from the same result (its
+env.json unchanged, so the line under the table is the same): a file cut at a line boundary or edited by hand, which
+would otherwise re-render silently. A result made again (another env.json) may change its tables' shape; one changed
+on purpose without being made again (a row dropped by hand) is rendered with --reshape.
 """
 from __future__ import annotations
 
@@ -375,27 +383,107 @@ def _cells(row) -> str:
     return " | ".join(str(c).replace("|", "\\|") for c in row)
 
 
+def _fix(csv: Path) -> str:
+    """How to mend a damaged or missing results file: restore the committed one, or make the result again."""
+    return (f"restore it (git checkout -- {csv}) or make the result again (python experiments/reproduce.py "
+            f"{csv.parent.name}), then render again")
+
+
+def _whole_csv(csv: Path) -> None:
+    """Refuse, in one line naming the file, a results CSV pandas would fail on with a traceback (not text, empty, cut
+    inside a quoted cell) or read without a word (a last row cut short: pandas fills its missing cells with "", and a
+    cell cut inside keeps what is left of it; every results CSV ends its last row with a line break)."""
+    import csv as csvlib
+    import io
+
+    try:
+        text = csv.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{csv} is not a text file (a binary file in its place?): {_fix(csv)}") from None
+    if not text.strip():
+        raise UserError(f"{csv} is empty (not even its header line): {_fix(csv)}")
+    try:
+        rows = [(i, r) for i, r in enumerate(csvlib.reader(io.StringIO(text, newline=""), strict=True), 1) if r]
+    except csvlib.Error as e:  # a quoted cell never closed: the file was cut inside it
+        raise UserError(f"{csv} is cut short or damaged ({e}): {_fix(csv)}") from None
+    width = len(rows[0][1])
+    short = next(((i, len(r)) for i, r in rows if len(r) != width), None)
+    if short:
+        cells = f"{short[1]} cell{'s' if short[1] != 1 else ''}"
+        raise UserError(f"{csv} is cut short or damaged (row {short[0]} has {cells}, its header {width}): {_fix(csv)}")
+    if not text.endswith("\n"):  # every results CSV ends its last row with one (pandas' to_csv)
+        raise UserError(f"{csv} is cut short (its last row has no line break: cut inside it): {_fix(csv)}")
+
+
 def render_table(csv: Path) -> str:
     """The markdown table of a results CSV (every cell as written) and the line saying what made it."""
     if not csv.is_file():
         raise UserError(f"{csv} not found: make it with python experiments/reproduce.py {csv.parent.name}")
-    env = envinfo.load(csv.parent / "env.json")
+    try:
+        env = envinfo.load(csv.parent / "env.json")
+    except ValueError:  # not JSON (UnicodeDecodeError is one too)
+        raise UserError(f"{csv.parent / 'env.json'} is not a JSON file (damaged?): {_fix(csv.parent / 'env.json')}") \
+            from None
     stamp = f"<sub>`results/{csv.parent.name}/{csv.name}` · {envinfo.describe(env)} · " \
             f"`python experiments/reproduce.py {csv.parent.name}`</sub>"
     if csv.suffix == ".md":  # sentences written from a result's tables (analysis.findings): shown as they are
         return csv.read_text().rstrip("\n") + "\n\n" + stamp + "\n"
+    _whole_csv(csv)
     df = pd.read_csv(csv, dtype=str, keep_default_na=False)
     lines = ["| " + _cells(df.columns) + " |", "|" + "|".join("---" for _ in df.columns) + "|"]
     lines += ["| " + _cells(row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines) + "\n\n" + stamp + "\n"
 
 
-def render_text(text: str, results: Path) -> str:
+STAMP = re.compile(r"^<sub>`results/.*</sub>$", re.M)
+"""The line under a rendered table naming its file, the environment (env.json) and the command that made it."""
+
+
+def _shape(body: str) -> tuple[list[str], int] | None:
+    """The columns and the number of rows of a table `render_table` rendered, with the line under it -> None for a
+    body that holds none (a marker not rendered yet, a result's sentences)."""
+    lines = body.split("\n")
+    if len(lines) < 2 or not lines[0].startswith("| ") or not lines[1].startswith("|---") or not STAMP.search(body):
+        return None
+    rows = 0
+    for line in lines[2:]:  # the rows, up to the blank line above the line naming the file
+        if not line.startswith("|"):
+            break
+        rows += 1
+    return re.split(r"(?<!\\) \| ", lines[0][2:-2]), rows
+
+
+def _lost(shown: str, new: str) -> str | None:
+    """What a table would lose on re-rendering, where its result is the one it was rendered from (the same line
+    under it: the same env.json): the rows and columns a CSV cut or edited since lost -> None where nothing is lost,
+    or the result was made again (its tables may change shape then)."""
+    old, now = _shape(shown), _shape(new)
+    if old is None or now is None or STAMP.search(shown).group(0) != STAMP.search(new).group(0):
+        return None
+    gone = [c for c in old[0] if c not in now[0]]
+    lost = ([f"{old[1] - now[1]} of the {old[1]} rows"] if now[1] < old[1] else []) + \
+        ([f"column{'s' if len(gone) > 1 else ''} {', '.join(gone)}"] if gone else [])
+    return " and ".join(lost) or None
+
+
+def render_text(text: str, results: Path, reshape: bool = False) -> str:
     """Every marked table whose CSV exists rendered from it; a marker whose CSV does not exist yet is left as it is
-    (the check reports it)."""
+    (the check reports it). Refused (UserError), before anything is written, where the file was damaged since the
+    table was rendered: the table shown and its CSV gone, or rows or columns lost from the same result (`_lost`;
+    `reshape` accepts those)."""
     def one(m):
         csv = results / m.group("csv")
-        return m.group(1) + render_table(csv) + m.group(4) if csv.is_file() else m.group(0)
+        if not csv.is_file():
+            if STAMP.search(m.group("body")):  # rendered before: the file was there
+                raise UserError(f"{csv} is gone, and the page shows its table: {_fix(csv)}")
+            return m.group(0)
+        new = render_table(csv)
+        lost = None if reshape else _lost(m.group("body"), new)
+        if lost:
+            raise UserError(f"{csv} lacks {lost} that the page's table shows, though its result is the same one "
+                            f"(env.json unchanged): the file was cut or edited since the table was rendered; "
+                            f"{_fix(csv)} (a change made on purpose: python -m analysis.results --reshape)")
+        return m.group(1) + new + m.group(4)
 
     return MARK.sub(one, text)
 
@@ -404,17 +492,22 @@ def marked_files(root: Path) -> list[Path]:
     return [p for p in [root / "README.md", *sorted((root / "docs").rglob("*.md"))] if p.is_file()]
 
 
-def render_all(root: Path = ROOT, results: Path | None = None) -> list[Path]:
-    """Re-render every marked table; returns the files that changed."""
+def render_all(root: Path = ROOT, results: Path | None = None, reshape: bool = False) -> list[Path]:
+    """Re-render every marked table; returns the files that changed. Every file is rendered before any is written:
+    a refusal (`render_text`) leaves every page as it was."""
     results = results or root / "results"
-    changed = []
+    made = []
     for path in marked_files(root):
         text = path.read_text()
-        new = render_text(text, results)
+        try:
+            new = render_text(text, results, reshape)
+        except UserError as e:
+            raise UserError(f"{path.relative_to(root)}: {e}; no page was changed") from None
         if new != text:
-            path.write_text(new)
-            changed.append(path)
-    return changed
+            made.append((path, new))
+    for path, new in made:
+        path.write_text(new)
+    return [path for path, _ in made]
 
 
 def check(root: Path = ROOT, results: Path | None = None) -> list[str]:
@@ -448,12 +541,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m analysis.results", description=__doc__.split("\n")[0])
     p.add_argument("--check", action="store_true", help="report tables that differ from their CSV; exit 1 if any")
     p.add_argument("--results", default=str(ROOT / "results"), help="the results folder")
+    p.add_argument("--reshape", action="store_true", help="render a table whose CSV has fewer rows or columns than "
+                   "the table shown although its result was not made again (refused otherwise: a cut or edited file)")
     args = p.parse_args(argv)
     if args.check:
         problems = check(ROOT, Path(args.results))
         print("\n".join(problems) or "every marked table matches its CSV")
         return 1 if any("differs" in p or "not found" in p for p in problems) else 0
-    changed = render_all(ROOT, Path(args.results))
+    changed = render_all(ROOT, Path(args.results), args.reshape)
     print("re-rendered: " + (", ".join(str(p.relative_to(ROOT)) for p in changed) or "nothing changed"))
     return 0
 

@@ -53,6 +53,79 @@ def test_check_fails_when_a_table_and_its_csv_disagree(tree, where):
     assert any("differs from the CSV" in p for p in results.check(tree))
 
 
+DAMAGE = {  # what happens to toy/table.csv after the README was rendered from it -> the words of the one line
+    "cut at a line boundary": (b"method,accuracy\nsft,0.617 \xc2\xb1 0.010\n", ["lacks 1 of the 2 rows",
+                                                                                  "--reshape"]),
+    "a column dropped": (b"method\nsft\ngrpo\n", ["lacks column accuracy", "env.json unchanged"]),
+    "deleted": (None, ["table.csv is gone, and the page shows its table"]),
+    "cut inside a quoted cell": (b'method,accuracy\nsft,"0.617', ["is cut short or damaged (unexpected end of data)"]),
+    "cut inside a row": (b"method,accuracy\nsft,0.617\ngrpo", ["row 3 has 1 cell, its header 2"]),
+    "cut inside a cell": (b"method,accuracy\nsft,0.617\ngrpo,0.6", ["its last row has no line break"]),
+    "binary": (bytes(range(256)), ["is not a text file"]),
+    "empty": (b"", ["is empty"]),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_csv_never_reaches_the_readme(tree, damage):
+    """Rendering refuses what --check refuses, in one line naming the file, before any page is written: a table
+    would lose rows or columns its result (the same env.json) still has, its CSV is gone, or the CSV is not one
+    pandas reads whole. Before, the first three re-rendered silently (a cut: rows deleted from the README; a deleted
+    CSV: "nothing changed") and the last five were pandas tracebacks or a short row filled with ""."""
+    results.render_all(tree)
+    shown = (tree / "README.md").read_text()
+    data, words = DAMAGE[damage]
+    csv = tree / "results" / "toy" / "table.csv"
+    csv.unlink() if data is None else csv.write_bytes(data)
+    try:  # what --check refuses: a table that differs from its CSV, or (one line too) a CSV it cannot read
+        refused = any("differs" in p or "not found" in p for p in results.check(tree))
+    except UserError:
+        refused = True
+    assert refused
+    with pytest.raises(UserError) as e:
+        results.render_all(tree)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(f"README.md: {csv}") and all(w in line for w in words), line
+    assert "git checkout -- " in line and line.endswith("no page was changed")
+    assert (tree / "README.md").read_text() == shown  # nothing written
+
+
+def test_a_result_made_again_may_change_its_shape_and_reshape_accepts_a_change_on_purpose(tree):
+    """Rows lost from the same result are refused; the same rows lost from a result made again (another env.json,
+    so another line under the table) are its new table; --reshape renders a change made on purpose."""
+    results.render_all(tree)
+    csv = tree / "results" / "toy" / "table.csv"
+    csv.write_text("method,accuracy\nsft,0.617 ± 0.010\n")
+    with pytest.raises(UserError, match="lacks 1 of the 2 rows"):
+        results.render_all(tree)
+    assert results.render_all(tree, reshape=True) == [tree / "README.md"]
+    assert "| grpo |" not in (tree / "README.md").read_text()
+    csv.write_text("method\nsft\n")  # a column fewer: refused again, then the result is made again elsewhere
+    with pytest.raises(UserError, match="lacks column accuracy"):
+        results.render_all(tree)
+    (tree / "results" / "toy" / "env.json").write_text(json.dumps({**ENV, "commit": "fff0000"}))
+    assert results.render_all(tree) == [tree / "README.md"]
+    assert "| method |\n|---|\n| sft |\n" in (tree / "README.md").read_text()
+
+
+def test_a_damaged_csv_is_one_line_and_exit_2_from_the_command(tmp_path):
+    """`python -m analysis.results --results R` (the README of the checkout, read only here: R holds a damaged copy
+    of a result the README shows, so the command refuses before writing)."""
+    import shutil
+
+    name = "default"
+    copy = tmp_path / "results"
+    shutil.copytree(ROOT / "results" / name, copy / name)
+    csv = copy / name / "over_sft_filtered.csv"
+    csv.write_bytes(csv.read_bytes()[:-10])  # cut inside its last row
+    before = (ROOT / "README.md").read_bytes()
+    r = subprocess.run([sys.executable, "-m", "analysis.results", "--results", str(copy)], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert f"{csv} is cut short" in r.stderr
+    assert (ROOT / "README.md").read_bytes() == before
+
+
 def test_results_from_different_commits_are_named(tree):
     other = tree / "results" / "other"
     other.mkdir()
