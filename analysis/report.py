@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -30,7 +32,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from analysis.runs import RESCORED_SOURCE, TEACHER, Runs, fmt, markdown_table, partial_rescorings, spread  # noqa: E402
-from gcframe.errors import check_writable, cli_entry  # noqa: E402
+from gcframe.errors import UserError, check_writable, cli_entry, disk_full, disk_full_line  # noqa: E402
 
 DPI = 100
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -190,9 +192,23 @@ def delta_rows(runs: Runs) -> list[dict]:
 
 
 # -- figures -----------------------------------------------------------------------------------------------------
+def save_figure(fig, path: Path, **kwargs) -> Path:
+    """fig.savefig(path) atomically, as the tables are written: into a temporary file of this process (`*.tmp<pid>`,
+    which Ctrl-C removes), renamed into place once whole, so that a full disk or a kill leaves the figure that was
+    there (or none), never a truncated PNG."""
+    path = Path(path)
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    try:
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or None, **kwargs)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI, bbox_inches="tight" if fig.legends else None)  # a legend under the panels included
+    save_figure(fig, path, dpi=DPI, bbox_inches="tight" if fig.legends else None)  # a legend under the panels too
     plt.close(fig)
     return path
 
@@ -448,7 +464,7 @@ def fig_gc_view(runs: Runs, path: Path, shared_scale: bool = True, off_policy: b
     title = (f"GC per token on one probe set {where} (red > 0 raises log π, blue < 0 lowers it; "
              f"• = <eos>; blank: not in the method's data; {scale})")
     fig.suptitle(textwrap.fill(title, max(40, int(fig_w * 14))), fontsize=9)  # wrapped to the figure: never clipped
-    fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.15)  # row labels and colour-bar ticks kept whole
+    save_figure(fig, path, dpi=DPI, bbox_inches="tight", pad_inches=0.15)  # row labels and colour-bar ticks whole
     plt.close(fig)
     return path
 
@@ -754,6 +770,18 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
     check_writable(rep, f"the report writes {rep}: make it writable, or copy the folder and report the copy",
                    below=True)  # before any figure: none is left half-written
     rep.mkdir(exist_ok=True)
+    try:
+        return _write_files(runs, rep, md, table, gc_shared_scale)
+    except OSError as e:  # cli_entry's own line would name the working directory: a figure's error has no file name
+        if not disk_full(e):
+            raise
+        raise UserError(f"{disk_full_line(rep, 'the report')}, then run python -m analysis.report "
+                        f"{shlex.quote(os.path.abspath(runs.out))} again (the files written before it are whole: "
+                        "each is written to a temporary file and renamed)") from None
+
+
+def _write_files(runs: Runs, rep: Path, md: list[str], table: pd.DataFrame, gc_shared_scale: bool) -> Path:
+    """The figures and summary.md of `write_report` into `rep`, each whole or not at all (`save_figure`)."""
     figs = {"learning_curves.png": fig_learning_curves(runs, rep / "learning_curves.png"),
             "reward_vs_kl.png": fig_reward_kl(runs, rep / "reward_vs_kl.png"),
             "cost.png": fig_cost(runs, rep / "cost.png"),
@@ -771,7 +799,12 @@ def write_report(out: str | Path, gc_shared_scale: bool = True) -> Path:
         if p is not None:
             md.append(f"![{name[:-4]}]({name})\n")
     path = rep / "summary.md"
-    path.write_text("\n".join(md))
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text("\n".join(md))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 from collections import Counter
 from pathlib import Path
@@ -20,7 +21,7 @@ import seaborn as sns
 import yaml
 from scipy import stats
 
-from gcframe.errors import UserError
+from gcframe.errors import UserError, resume_command
 from gcframe.evaluate.rescore import check_same_task
 from gcframe.tracking.log import read_jsonl
 
@@ -76,7 +77,12 @@ class Runs:
         self.eval = df[is_eval].drop_duplicates(["method", "seed", "step"], keep="last").dropna(axis=1, how="all")
         self.train = df[~is_eval].drop_duplicates(["method", "seed", "step"], keep="last").dropna(axis=1, how="all")
         summary = self.out / "summary.csv"
-        self.summary = pd.read_csv(summary) if summary.exists() else pd.DataFrame()
+        try:
+            self.summary = pd.read_csv(summary) if summary.exists() else pd.DataFrame()
+        except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):  # binary, empty, torn
+            raise UserError(f"'{summary}' is damaged (binary, empty or cut: not a CSV pandas can read): delete it, "
+                            f"and compare.py writes it again from the run folders: {resume_command(self.out)}") \
+                from None
         order = list(dict.fromkeys(self.summary["method"])) if "method" in self.summary else []
         self.methods = [m for m in order if m in set(df["method"])] + sorted(set(df["method"]) - set(order))
         self.n_runs = df.groupby(["method", "seed"]).ngroups
@@ -145,11 +151,11 @@ class Runs:
         n = frame["problem"].nunique()
         own = {s: self.out / RESCORED / f"{name}-seed{s}-n{n}-k{k}.jsonl" for s in seeds}  # one per seed
         if all(f.is_file() for f in own.values()):
-            return pd.concat([_outcome_frame(read_jsonl(own[s]), label, s) for s in seeds], ignore_index=True)
+            return pd.concat([_outcome_frame(rescored_rows(own[s]), label, s) for s in seeds], ignore_index=True)
         f = self.out / RESCORED / f"{name}-n{n}-k{k}.jsonl"
         if not f.is_file():
             return None
-        rows = read_jsonl(f)
+        rows = rescored_rows(f)
         one = pd.concat([_outcome_frame(rows, label, s) for s in seeds], ignore_index=True)
         one.attrs["one_model"] = True  # the same rows under every seed: one value, no spread over seeds
         return one
@@ -228,8 +234,7 @@ def damaged_line(damaged: list[str], out: Path) -> str:
     n = len(damaged)
     return (f"{n} damaged run folder{'s' if n > 1 else ''}: {'; '.join(damaged)}; restore the file"
             f"{'s' if n > 1 else ''} from a copy, or delete {'those run folders' if n > 1 else 'the run folder'} "
-            f"and train {'them' if n > 1 else 'it'} again with python experiments/compare.py --resume "
-            f"{shlex.quote(str(out))}")
+            f"and train {'them' if n > 1 else 'it'} again with {resume_command(out)}")
 
 
 SAMPLED = ["majk", "passk", "pass1"]
@@ -275,6 +280,26 @@ def _sources(out: Path, methods: list[str] | None, train: bool = True,
     return runs, sources
 
 
+def rescored_rows(f: Path) -> list[dict]:
+    """The rows of a re-scoring (`python -m gcframe.evaluate`: RUN/rescored/final-n<N>-k<K>.jsonl, or the base's or
+    a teacher's in OUT/rescored/), refused in one line naming the file where they are fewer than the N problems its
+    name says: `gcframe.evaluate` writes all N at once (a temporary file renamed), so a shorter file was torn or cut
+    after (read_jsonl skips a torn last line), and the paired test would report it as a model scored on other
+    problems than the rest."""
+    rows = read_jsonl(f)
+    n, k = (int(x[1:]) for x in f.stem.split("-")[-2:])
+    held = len({r.get("problem") for r in rows})
+    if held < n:
+        reference = not f.name.startswith("final-")  # the base's or a teacher's, beside the runs
+        out = f.parent.parent if reference else f.parent.parent.parent.parent
+        again = shlex.join(["python", "-m", "gcframe.evaluate", os.path.abspath(out), "--problems", str(n), "--k",
+                            str(k), *(["--base"] if reference else [])])
+        raise UserError(f"'{f}' is damaged: it holds {held} of the {n} problems its name says (torn or cut after it "
+                        f"was written); delete it and score it again ({again}: what is scored is kept), or restore it "
+                        "from a copy")
+    return rows
+
+
 def partial_rescorings(out: Path, methods: list[str] | None = None) -> list[str]:
     """The re-scorings (`python -m gcframe.evaluate`) that not every run has, which the paired test cannot use:
     one line each, naming the runs without it and the command that scores them (the ones done are kept)."""
@@ -286,8 +311,8 @@ def partial_rescorings(out: Path, methods: list[str] | None = None) -> list[str]
             continue
         names = ", ".join(f"{r.parent.name} seed {r.name[4:]}" for r in missing)
         out_lines.append(f"the re-scoring on {n} problems (k = {k}) is left out: {len(have)} of {len(runs)} runs "
-                         f"have it, not {names}; score them with python -m gcframe.evaluate {out} --problems {n} "
-                         f"--k {k}")
+                         f"have it, not {names}; score them with python -m gcframe.evaluate "
+                         f"{shlex.quote(os.path.abspath(out))} --problems {n} --k {k}")
     return out_lines
 
 
@@ -299,7 +324,7 @@ def final_outcomes(out: Path, methods: list[str] | None = None, finished: bool =
     common = {key: v for key, v in sources.items() if len(v) == len(runs)}
 
     def frame(key) -> pd.DataFrame:
-        return pd.concat([_outcome_frame(read_jsonl(v) if key != "train" else v, r.parent.name, int(r.name[4:]))
+        return pd.concat([_outcome_frame(rescored_rows(v) if key != "train" else v, r.parent.name, int(r.name[4:]))
                           for r, v in common[key].items()], ignore_index=True)
 
     def described(key, n) -> str:

@@ -11,12 +11,11 @@ left are shared by the processes now running.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
 from analysis.runs import markdown_table
-from gcframe.errors import UserError, cli_entry
+from gcframe.errors import UserError, cli_entry, resume_command
 from gcframe.tracking import checkpoint, claims
 from gcframe.tracking.log import read_jsonl
 
@@ -89,8 +88,7 @@ def main(argv=None) -> int:
     print(f"About {left / 60:.0f} min of wall time left with {max(running, 1)} process(es)"
           + (f" ({', '.join(unmeasured)} not started: taken at the others' mean s/step)" if unmeasured else "") + ".")
     if not running:
-        print(f"No process is running: continue with `python experiments/compare.py --resume {shlex.quote(str(out))}` "
-              "(one per shell).")
+        print(f"No process is running: continue with `{resume_command(out)}` (one per shell).")
     return 0
 
 

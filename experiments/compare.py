@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
 from gcframe.errors import (  # noqa: E402
-    MethodError, UserError, check_writable, cli_entry, disk_full, disk_full_line, interrupted)
+    MethodError, UserError, check_writable, cli_entry, disk_full, disk_full_line, interrupted, resume_command)
 from gcframe.tracking import threads  # noqa: E402
 
 from experiments.compare_config import (  # noqa: E402  (the configuration's layers; tests and sweeps import them here)
@@ -281,7 +281,7 @@ def kept_line(out: Path, where: dict) -> str:
     ckpt = checkpoint.newest_good(trainer.logger.dir)[0] if trainer is not None else None  # never a damaged one
     kept = (f" and {trainer.label}'s checkpoint of step {int(ckpt.name.split('-')[-1])}" if ckpt else
             f" ({trainer.label} restarts from step 0)" if trainer is not None else "")
-    resume = f"python experiments/compare.py --resume {quoted(out)}"
+    resume = resume_command(out)
     where_set = f"a --resume reads its settings from {out / 'config.yaml'}: change them there"
     if ckpt:  # the optimiser's state, its learning rate with it, comes back from the checkpoint
         where_set += (f"; a new train.lr takes effect only in a run that starts over: delete "
@@ -306,7 +306,7 @@ def dropped_line(out: Path, run_dir: Path, acc, resumed: bool) -> str:
     if acc.is_main_process and not resumed and not others:
         shutil.rmtree(out, ignore_errors=True)
         return "nothing was kept: fix the method file and run the same command again"
-    resume = f"python experiments/compare.py --resume {quoted(out)}"
+    resume = resume_command(out)
     return f"kept in {out}: the finished runs; once fixed, continue with: {resume}"
 
 
@@ -317,20 +317,13 @@ def checkpoint_kept(run_dir: Path) -> bool:
     return checkpoint.latest(run_dir) is not None
 
 
-def quoted(path) -> str:
-    """A path as a shell reads it back when pasted (a space or a quote in it)."""
-    import shlex
-
-    return shlex.quote(str(path))
-
-
 def interrupted_line(out: Path, where: dict) -> str:
     """What Ctrl-C leaves and how to continue: one line."""
     from gcframe.tracking import checkpoint
 
     if not where.get("config_written"):
         return "interrupted before anything was written: nothing to keep; run the command again"
-    resume = f"python experiments/compare.py --resume {quoted(out)}"
+    resume = resume_command(out)
     trainer = where.get("trainer")
     if trainer is None:
         return f"interrupted ({where.get('phase', 'between runs')}); finished runs are kept in {out}; continue with: {resume}"
@@ -444,7 +437,7 @@ def run_cells(out: Path, cfg, names: list[str], seeds: list[int], *, bases, task
         if res is None:
             if wait_line:
                 acc.print(f"{label} seed {seed} is still running in another process: the summary and the report are "
-                          f"left to it (or to `compare.py --resume {quoted(out)}` once it has finished)")
+                          f"left to it (or to `{resume_command(out)}` once it has finished)")
             return None
         rows.append(summary_row(label, seed, out / label / f"seed{seed}", res))
     order = [(label, seed) for label in names for seed in seeds]

@@ -43,6 +43,8 @@ class ModelSection(ModelConfig):
 EVAL_SPLITS = ("test", "validation")  # train.eval_split
 SHARD_MODES = ("none", "fsdp2")  # train.shard (gcframe.sharding)
 RUNTIME_MODEL_OPTIONS = ("bf16", "gradient_checkpointing", "lora_rank")  # how stage 2 computes, not which base
+MAX_STEPS = 1_000_000
+"""train.steps' cap without train.force_steps: more than a day of the tiny model's steps (0.1–0.4 s each)."""
 
 
 @dataclass
@@ -101,7 +103,11 @@ class SFTBaseConfig:
 @dataclass
 class TrainConfig:
     steps: int = 300
-    """Optimiser steps of stage 2 (every method trains for the same number of steps)."""
+    """Optimiser steps of stage 2 (every method trains for the same number of steps). At most MAX_STEPS (1,000,000,
+    more than a day of the tiny model's steps) unless train.force_steps: a count typed wrong (10**20) is refused
+    before anything runs rather than trained for ever. After its first steps each run prints how long the rest take."""
+    force_steps: bool = False
+    """True: train.steps above MAX_STEPS (1,000,000) is run, not refused (a run meant to be that long)."""
     lr: float = 5e-5
     """AdamW learning rate of the policy (3e-4 drifts a 1M-parameter policy: KL ~0.7 to π_ref in 8 steps)."""
     prompts_per_step: int = 32
@@ -214,6 +220,10 @@ class TrainConfig:
     none), opsm's δ on a sequence's mean log(μ/π_θ) (null: 0.5)."""
 
     def validate(self) -> None:
+        if self.steps > MAX_STEPS and not self.force_steps:
+            raise UserError(f"train.steps {self.steps:,} is above the cap of {MAX_STEPS:,} (the default trains 300; "
+                            f"at the tiny model's 0.1–0.4 s a step, {MAX_STEPS:,} take more than a day): lower it, or "
+                            "set train.force_steps: true to run that many")
         if self.eval_split not in EVAL_SPLITS:
             raise UserError(f"train.eval_split must be one of {', '.join(EVAL_SPLITS)}, got {self.eval_split!r}")
         if self.test_k < -1:

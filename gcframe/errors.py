@@ -86,6 +86,16 @@ def cli_entry(main):
     return wrapper
 
 
+def resume_command(out, *more: str) -> str:
+    """`python <checkout>/experiments/compare.py --resume OUT [more]`, the command that continues a comparison, with
+    its paths absolute and shell-quoted: pasted into any shell, from any folder, it runs (the script's path relative
+    to the checkout ran only from there, and a space in a path split it)."""
+    import shlex
+
+    script = Path(__file__).resolve().parents[1] / "experiments" / "compare.py"
+    return shlex.join(["python", str(script), "--resume", os.path.abspath(out), *more])
+
+
 def check_writable(folder, fix: str, below: bool = False) -> None:
     """Refuse, before anything is written, a folder this process cannot write in: `folder` itself where it exists,
     else the nearest existing folder above it (where it would be created); with `below`, also every folder and file

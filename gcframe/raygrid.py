@@ -21,7 +21,6 @@ Ray is an optional dependency (`pip install ".[ray]"`), imported only when a gri
 from __future__ import annotations
 
 import os
-import shlex
 import socket
 import subprocess
 import sys
@@ -29,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gcframe.errors import UserError
+from gcframe.errors import UserError, resume_command
 
 INSTALL = 'pip install ".[ray]"'
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: every node has it at the same path
@@ -262,7 +261,7 @@ class Pool:
             self.say(f"ray: {what}: {done}/{n} done, {len(pending)} running or queued, {len(failed)} failed")
         if failed:
             more = f" (and {len(failed) - 1} more failed task(s))" if len(failed) > 1 else ""
-            resume = resume or f"python experiments/compare.py --resume {shlex.quote(str(self.out))} --backend ray"
+            resume = resume or resume_command(self.out, "--backend", "ray")
             raise UserError(f"{failed[0]}{more}; the finished units are kept in {self.out}; once fixed, continue "
                             f"with: {resume}")
 

@@ -39,7 +39,8 @@ from gcframe.offpolicy import corrections
 from gcframe.tracking import checkpoint, health
 from gcframe.tracking.log import RunLogger
 from gcframe.tracking.memory import peak_rss_mb, reset_peak, rss_mb
-from gcframe.tracking.progress import progress, say
+from gcframe.tracking import progress as progress_lines
+from gcframe.tracking.progress import ESTIMATE_AFTER, estimate_line, progress, say
 from methods.base import get_method
 
 
@@ -624,8 +625,10 @@ class Trainer:
         """Steps start..train.steps−1: train, log, evaluate, checkpoint; the last evaluation in self.last_eval."""
         steps = self.tcfg.steps
         self.last_eval = last_eval
+        t0, first = time.monotonic(), None
         for step in bar:
             self.step = step  # where a Ctrl-C stopped it (compare.py's line)
+            first = step if first is None else first
             try:
                 row, batch = self.train_step(step)
             except FloatingPointError as e:  # nothing of this step was logged or applied
@@ -638,6 +641,8 @@ class Trainer:
             if self.tcfg.sample_every and step % self.tcfg.sample_every == 0:
                 self.logger.samples(step, self._sample_rows(batch))
             done = step + 1
+            if done - first == ESTIMATE_AFTER and done < steps and self.show_progress and progress_lines.ENABLED:
+                say(estimate_line(self.label, (time.monotonic() - t0) / ESTIMATE_AFTER, ESTIMATE_AFTER, steps - done))
             if done in self.eval_at or done == steps:
                 last_eval = self.evaluate(done, self.tcfg.eval_k if done == steps else 0)
                 self.logger.log(last_eval)

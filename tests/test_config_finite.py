@@ -53,3 +53,22 @@ def test_a_resumed_run_keeps_its_initial_accuracy_in_the_summary(tmp_path):
     res = {"initial_accuracy": None, "final_accuracy": 0.8, "time_s": 1.0, "gen_tokens": 10, "steps": 120}
     row = summary_row("grpo", 0, tmp_path, res)
     assert row["initial_accuracy"] == row["base_accuracy"] == 0.296 and row["final_accuracy"] == 0.8
+
+
+def test_a_step_count_beyond_the_cap_is_refused_unless_forced(tmp_path):
+    """train.steps 10**20 (the user meant a large number, or typed one wrong) waited for ever at flat memory: above
+    MAX_STEPS (1,000,000) it is refused when the config is read, in one line naming the cap and train.force_steps;
+    with train.force_steps: true it is taken; the cap itself is allowed. Through compare.py: exit 2, nothing
+    written."""
+    from gcframe.config import MAX_STEPS
+
+    with pytest.raises(UserError, match=r"train.steps 100,000,000,000,000,000,000 is above the cap of 1,000,000 .*"
+                                        r"set train.force_steps: true"):
+        from_dict({"train": {"steps": 10**20}})
+    assert from_dict({"train": {"steps": 10**20, "force_steps": True}}).train.steps == 10**20
+    assert from_dict({"train": {"steps": MAX_STEPS}}).train.steps == 1_000_000
+    res = forkserver.run([sys.executable, str(ROOT / "experiments" / "compare.py"), "--quick", "--methods", "sft",
+                          "--steps", str(10**20), "--out", str(tmp_path / "out")], capture_output=True,
+                         text=True, cwd=ROOT, env={**cli_env(), "GCFRAME_CACHE": str(tmp_path / "cache")})
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "is above the cap of 1,000,000" in res.stderr and not (tmp_path / "out").exists()

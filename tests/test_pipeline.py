@@ -147,7 +147,8 @@ def test_a_killed_sampler_process_is_one_line_with_the_resume_command(tmp_path):
     r = run_cli("--config", cfg, "--methods", "grpo", "--seeds", "0", "--no-progress", "--out", out, script=script)
     assert_one_line_refusal(r, ["the sampler process (train.pipeline) ended before batch ",
                                 "killed by signal 9 (SIGKILL)", "grpo seed 0's checkpoint of step 2",
-                                f"continue with: python experiments/compare.py --resume {shlex.quote(str(out))}"])
+                                f"continue with: python {shlex.quote(str(COMPARE))} --resume "
+                                f"{shlex.quote(str(out))}"])
     assert checkpoint.latest(out / "grpo" / "seed0").name == "step-000002"
     resumed = run_cli("--resume", out, "--no-progress")
     assert resumed.returncode == 0, resumed.stderr

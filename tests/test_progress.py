@@ -78,3 +78,32 @@ def test_a_warning_is_written_above_the_bar_not_into_it(monkeypatch):
     line = next(s for s in fake.getvalue().split("\n") if "warning: grpo seed 0" in s)
     shown = line.split("\r")[-1]  # what a terminal shows of that line: the text after its last carriage return
     assert shown.startswith("warning: grpo seed 0:") and shown.endswith("the same reward"), repr(line)
+
+
+def test_a_run_says_how_long_its_steps_take_after_its_first_three():
+    """The line is made from the steps' mean time, not timed here: 0.25 s a step · 999,997 steps left = 249,999 s
+    = 2.9 days -> "3 days"; 1e20 steps at 0.1 s = 1e19 s / 31,557,600 s a year = 3.17e+11 years."""
+    assert progress.estimate_line("grpo seed 0", 0.25, 3, 999_997) == (
+        "grpo seed 0: 0.25 s a step over its first 3 steps, so the 999,997 steps left take about 3 days "
+        "(evaluations add to that)")
+    assert progress.duration(0.1 * 10**20) == "3.17e+11 years"
+    # 119 s stays in seconds; 7,100 s = 118 min; 7,300 s = 2.0 h; 172,000 s = 47.8 h
+    assert [progress.duration(s) for s in (119, 7_100, 7_300, 172_000)] == ["119 s", "118 min", "2.0 h", "47.8 h"]
+
+
+def test_a_training_run_prints_its_estimate_once(tiny_base, tmp_path, capsys):
+    """Trainer.fit: one estimate line after its first 3 steps (of 5: 2 left), none for a run of 3 steps (nothing
+    left to estimate) or with progress off."""
+    from experiments.bench_common import Size, make_trainer
+
+    size = Size("test", 32, 2, 4, 64, prompts=2, group=4, new_tokens=4)
+    for steps, show, lines in ((5, True, 1), (3, True, 0), (5, False, 0)):
+        tr = make_trainer("sft", size, tiny_base, str(tmp_path / f"run{steps}{show}"), steps=steps,
+                          train_opts={"eval_k": 0, "checkpoint_every": 0})
+        tr.show_progress = show
+        capsys.readouterr()
+        tr.fit()
+        said = [ln for ln in capsys.readouterr().err.splitlines() if "s a step over its first" in ln]
+        assert len(said) == lines, said
+        if lines:
+            assert said[0].startswith(f"{tr.label}: ") and ", so the 2 steps left take about " in said[0]

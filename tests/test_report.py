@@ -15,6 +15,7 @@ from analysis import gc_view
 from analysis.report import mean_ci, write_report
 
 K = 4
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _eval_row(step, acc, kl=None, proxy=None, sampled=True):
@@ -540,8 +541,65 @@ def test_a_damaged_run_folder_is_refused_in_one_line_and_nothing_is_written(tmp_
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert f"1 damaged run folder: {out / 'grpo' / 'seed0'}: {DAMAGE[how]}" in err, err
-    assert f"python experiments/compare.py --resume {out}" in err  # how to fix it
+    assert f"python {ROOT / 'experiments' / 'compare.py'} --resume {out}" in err  # how to fix it, from anywhere
     assert {p: p.read_bytes() for p in (out / "report").iterdir()} == before
+
+
+def test_a_full_disk_during_the_report_names_its_folder_and_leaves_every_figure_whole(out, tmp_path, capsys,
+                                                                                       monkeypatch):
+    """ENOSPC while reward_vs_kl.png is written (a figure's OSError carries no file name): one line naming the disk
+    and OUT/report, not the working directory, with the command to run again; the figure of the earlier report is
+    kept whole, and no temporary file is left. Before: '... written to <cwd>' and a truncated PNG."""
+    import errno
+
+    import matplotlib.figure
+
+    from analysis.report import main
+
+    write_report(out)
+    figure = out / "report" / "reward_vs_kl.png"
+    before = figure.read_bytes()
+    savefig = matplotlib.figure.Figure.savefig
+
+    def full(fig, fname, *args, **kwargs):
+        if "reward_vs_kl" in str(fname):
+            Path(fname).write_bytes(before[:100])  # what the disk took before it filled
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return savefig(fig, fname, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", full)
+    monkeypatch.chdir(tmp_path)  # the working directory is not the run folder
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main([str(out)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"while the report was written to '{out / 'report'}'" in err and f"analysis.report {out} again" in err
+    assert figure.read_bytes() == before and not list((out / "report").glob("*.tmp*"))
+
+
+def test_a_torn_rescored_file_is_named_damaged(tmp_path, capsys):
+    """A re-scoring on 6 problems that holds 3 (torn mid-write, or cut after): the file is named as damaged, with
+    how to score it again (before: "evaluated on 3 problems but ... on 6", as if the model had been scored on other
+    problems than the rest)."""
+    from analysis.report import main
+
+    out = tmp_path / "out"
+    for m in ("grpo", "rft"):
+        _finished_run(out, m, 0, [1, 1, 0, 0])
+        again = out / m / "seed0" / "rescored" / "final-n6-k0.jsonl"
+        again.parent.mkdir()
+        again.write_text("".join(json.dumps({"step": 10, "problem": f"p{i}", "greedy_correct": 1}) + "\n"
+                                 for i in range(6)))
+    torn = out / "rft" / "seed0" / "rescored" / "final-n6-k0.jsonl"
+    torn.write_bytes(torn.read_bytes()[: len(torn.read_bytes()) // 2])  # 3 whole rows and half of the 4th
+    with pytest.raises(SystemExit) as e:
+        main([str(out)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"'{torn}' is damaged: it holds 3 of the 6 problems its name says" in err
+    assert f"python -m gcframe.evaluate {out} --problems 6 --k 0" in err
+    assert not (out / "report").exists()
 
 
 def test_a_line_of_garbage_inside_a_log_is_one_line_naming_the_file(tmp_path, capsys):

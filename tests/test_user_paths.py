@@ -139,7 +139,7 @@ def test_ctrl_c_is_one_line_exit_130_and_resumes(tmp_path):
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("interrupted: grpo seed 1 stopped after 3 of 4 steps")
-    assert "step-000002" in lines[0] and f"python experiments/compare.py --resume {out}" in lines[0]
+    assert "step-000002" in lines[0] and f"python {COMPARE} --resume {out}" in lines[0]
     assert checkpoint.latest(out / "grpo" / "seed1").name == "step-000002"  # nothing lost
     r = run_cli("--resume", out, "--no-progress")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -304,3 +304,23 @@ def test_resume_takes_a_moved_methods_from_file(tmp_path):
     r = run_cli("--resume", out, "--no-progress")  # config.yaml names the new place now
     assert r.returncode == 0, r.stderr[-3000:]
     assert [row["method"] for row in _summary(out)[1]] == ["mine"]
+
+
+def test_the_printed_commands_work_from_any_folder(tmp_path, monkeypatch):
+    """The --resume line and the report's command name absolute, shell-quoted paths (before: experiments/compare.py,
+    found only from the checkout, and `python -m analysis.report my runs/out`, two words to a shell)."""
+    import shlex
+
+    from gcframe.errors import resume_command
+    from gcframe.evaluate.rescore import next_step
+
+    monkeypatch.chdir(tmp_path)
+    line = resume_command("my runs/out", "--backend", "ray")
+    assert line == f"python {shlex.quote(str(COMPARE))} --resume '{tmp_path}/my runs/out' --backend ray"
+    assert shlex.split(line) == ["python", str(COMPARE), "--resume", str(tmp_path / "my runs" / "out"), "--backend",
+                                 "ray"]
+    assert next_step(Path("my runs/out"), False, 6, 0) == (f"the report pairs methods on them: python -m "
+                                                           f"analysis.report '{tmp_path}/my runs/out'")
+    tail = next_step(Path("my runs/out/grpo/seed0"), True, 6, 0)
+    assert tail.endswith(f"(python -m gcframe.evaluate '{tmp_path}/my runs/out' --problems 6 --k 0; this one is "
+                         f"kept), then python -m analysis.report '{tmp_path}/my runs/out'")

@@ -21,6 +21,7 @@ analysis.report OUT`) then pairs the methods on these problems (analysis.paired)
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -252,7 +253,7 @@ def _on_ray(args, path: Path, work: list, single: bool) -> int:
     if tasks:  # a rerun once everything is scored starts no Ray
         pool = raygrid.Pool(path, threads_each, args.address, None)
         try:
-            resume = f"python -m gcframe.evaluate {shlex.quote(str(path))} {' '.join(flags)} --backend ray"
+            resume = shlex.join(["python", "-m", "gcframe.evaluate", os.path.abspath(path), *flags, "--backend", "ray"])
             pool.run(tasks, "scoring", resume=resume)
         finally:
             pool.close()
@@ -276,14 +277,17 @@ def next_step(path: Path, single: bool, n: int, k: int) -> str:
     """What to run once the models are scored: the report of the comparison folder (OUT, not a run folder, which it
     cannot read), after scoring its other runs on the same problems when one run was scored alone (the report pairs
     methods only on a re-scoring every run has)."""
+    import shlex
+
     if not single:
-        return f"the report pairs methods on them: python -m analysis.report {path}"
+        return f"the report pairs methods on them: python -m analysis.report {shlex.quote(os.path.abspath(path))}"
     if not (path.name.startswith("seed") and path.name[4:].isdigit()):
         return "the report reads a compare.py folder (OUT/<method>/seed<k>): score its runs together"
     out = path.parent.parent
+    where = shlex.quote(os.path.abspath(out))  # pasted into any shell, from any folder
     return (f"the report pairs methods only on a re-scoring every run has: score the other runs of {out} too "
-            f"(python -m gcframe.evaluate {out} --problems {n} --k {k}; this one is kept), then python -m "
-            f"analysis.report {out}")
+            f"(python -m gcframe.evaluate {where} --problems {n} --k {k}; this one is kept), then python -m "
+            f"analysis.report {where}")
 
 
 def _rescore(args, path: Path, work: list, single: bool = False) -> int:

@@ -68,6 +68,31 @@ def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+ESTIMATE_AFTER = 3
+"""Steps after which a run says how long its remaining steps will take (`estimate_line`), timed over those steps:
+a bar's estimate is drawn only on a terminal, and a step count typed wrong (train.steps: 100000000) shows at once."""
+
+
+def duration(seconds: float) -> str:
+    """A wait in the unit a reader takes in: '42 s', '17 min', '5.3 h', '12 days', '3.17e+12 years'."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    if seconds < 2 * 365.25 * 86400:
+        return f"{seconds / 86400:.0f} days"
+    return f"{seconds / (365.25 * 86400):.3g} years"
+
+
+def estimate_line(desc: str, per_step: float, measured: int, left: int) -> str:
+    """The one line a run prints after its first `measured` steps: their mean time and what the `left` steps still
+    to train take at that rate (evaluations not counted)."""
+    return (f"{desc}: {per_step:.3g} s a step over its first {measured} steps, so the {left:,} steps left take about "
+            f"{duration(per_step * left)} (evaluations add to that)")
+
+
 class PlainProgress:
     """tqdm's interface (iterate, update, set_postfix, close) as plain lines on stderr: a line every `every`
     seconds while the phase lasts (from a timer thread, so one long step or one long generation is not silent
