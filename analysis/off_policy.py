@@ -50,6 +50,9 @@ LOGGED = {"mismatch_kl_k3": "KL(μ‖π_old) k3", "mismatch_far_frac": "|log ρ|
 ON_POLICY = ("float32", "none")
 CLAIMS = [("cispo", "grpo"), ("cispo", "dapo"), ("gspo", "grpo")]
 """The difference-in-differences claims: (A, B) reads "A loses less from k = 0 to the largest k than B"."""
+CLAIM_COLUMNS = ["claim", "contrast", "Δ", "lo", "hi", "p", "separated", "detectable", "seeds", "problems",
+                 "Holm p", "separated family-wise"]
+"""claims.csv's header where the grid holds none of the claims' cells (written so, not as an empty file)."""
 
 
 def cells(runs) -> pd.DataFrame:
@@ -251,6 +254,10 @@ def write(out: Path, to: Path, prefix: str = "", runs=None) -> list[Path]:
     from analysis.runs import Runs, final_outcomes
 
     runs = runs or Runs(out)
+    if not varied(runs):  # else seven empty tables (and a report/ folder) for a grid that is not one
+        raise UserError(f"{out} holds no off-policy run (no run sets train.staleness, sampler_dtype or correction), so "
+                        "there is nothing to compare and nothing was written: give the folder of an off-policy grid "
+                        "(experiments/configs/off_policy.yaml)")
     picks = final_outcomes(out, finished=True)
     if not picks:
         raise UserError(f"no finished run with per-problem outcomes under {out}: finish the grid, or resume it")
@@ -267,9 +274,13 @@ def write(out: Path, to: Path, prefix: str = "", runs=None) -> list[Path]:
                                      for d in sorted(set(frame["dtype"]) - {"float32"}))], ignore_index=True)
     tables["claims"] = claims(frame, outcomes)
     tables["overview"] = overview(frame, outcomes)
+    if tables["claims"].empty:  # no claim could be made here: its header, not an empty file no reader can parse
+        tables["claims"] = pd.DataFrame(columns=CLAIM_COLUMNS)
     to.mkdir(parents=True, exist_ok=True)
     written = []
     for name, table in tables.items():
+        if not len(table.columns):  # a table of cells the grid lacks (tolerance without staleness): not written
+            continue
         path = to / f"{prefix}{name}.csv"
         table.to_csv(path, index=False, float_format="%.4g")
         written.append(path)
@@ -302,7 +313,9 @@ def figure(frame: pd.DataFrame, outcomes: pd.DataFrame, path: Path) -> Path:
                   order=sorted(top["correction"].unique(), key=lambda c: (c != "none", c)), legend=False)
     axes[1].set(xlabel=f"correction at k = {ks[-1]}", ylabel="", title="what each correction recovers")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    from analysis.report import save_figure
+
+    save_figure(fig, path, dpi=100)  # atomic: a full disk leaves the figure before, never half of one
     plt.close(fig)
     return path
 
@@ -315,7 +328,12 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if not args.out.is_dir():
         raise UserError(f"{args.out} is not a folder: give the --out of a compare.py run of the off-policy grid")
-    paths = write(args.out, args.to or args.out / "report")
+    to = args.to or args.out / "report"
+    there = next((q for q in (to, *to.absolute().parents) if q.exists()), None)  # the folder, or the nearest above
+    if there is not None and not there.is_dir():
+        raise UserError(f"--to {to}: {there} is a file, not a folder: give a folder (created where missing) for the "
+                        "tables")
+    paths = write(args.out, to)
     print(f"wrote {', '.join(p.name for p in paths)} into {paths[0].parent}")
     return 0
 

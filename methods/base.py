@@ -106,6 +106,13 @@ class Method:
     """Whether `collect` draws groups of G >= 2 completions per prompt from the live policy with ctx.rollout(B, G),
     the data source train.dynamic_sampling filters: True (grpo, rloo, online_rft), False (sft, rft, dpo, ppo: refused
     with dynamic sampling before a run starts), None (not declared: allowed, and ctx.rollout checks it)."""
+    samples_policy: ClassVar[bool | None] = None
+    """Whether `collect` samples the live policy (ctx.rollout or ctx.complete without `model`): the data source that
+    train.staleness and train.sampler_dtype change (the Context generates with the lagging or lower-precision sampler
+    there). False (sft and its variants, dpo and the other preference losses, kto, rft: demonstrations, a fixed
+    preference set, the frozen base's samples) refuses either dial before a run starts, where it would be ignored and
+    the run labelled by a dial it never had (analysis.off_policy filed such a run under its k); None (not declared:
+    allowed)."""
 
     def __init__(self, cfg: MethodConfig, ctx: "Context"):
         self.cfg = cfg
@@ -140,6 +147,16 @@ class Method:
                             f"no ratio π_θ/π_old to train on such samples: it applies to {known}, and your own with "
                             f"a ratio; set it to false for '{label}' (methods: {{{label}: {{train: {{pipeline: "
                             "false}}})")
+
+        dial = ("staleness", t.staleness, 0) if t.staleness else \
+            ("sampler_dtype", t.sampler_dtype, "float32") if t.sampler_dtype != "float32" else None
+        if dial and cls.samples_policy is False:  # gcframe.offpolicy.sampler: μ where a method samples the policy
+            field, value, off = dial
+            known = ", ".join(n for n, c in REGISTRY.items() if c.samples_policy is not False)
+            raise UserError(f"train.{field} {value} changes the sampler of the live policy, but '{label}' never "
+                            f"samples the policy it trains (its data do not come from it), so the dial would be "
+                            f"ignored: it applies to {known}, and your own that sample it (ctx.rollout); set it to "
+                            f"{off} for '{label}' (methods: {{{label}: {{train: {{{field}: {off}}}}}}})")
 
     @classmethod
     def check_model(cls, cfg, task, tok) -> None:

@@ -115,6 +115,7 @@ class PreferencePairs(Method):
 
     rollout_groups = False
     needs_old_logp = False  # no ratio π_θ/π_old in its GC
+    samples_policy = False  # data fixed before the run: no staleness or sampler dtype
     pairwise: ClassVar[bool] = True
     """Every group of a batch is one chosen and one rejected sequence (analysis/gc_view.py pairs its probe so)."""
     Config = PreferenceConfig

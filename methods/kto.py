@@ -66,6 +66,7 @@ class KTO(Method):
     uses_reference = True
     rollout_groups = False
     needs_old_logp = False  # no ratio π_θ/π_old in its GC
+    samples_policy = False  # data fixed before the run: no staleness or sampler dtype
     unpaired: ClassVar[bool] = True
     """Examples stand alone, flagged data["desirable"], with data["mismatched"] rows for z₀ (analysis/gc_view.py)."""
 

@@ -23,6 +23,7 @@ class RFT(Method):
 
     rollout_groups = False  # its pool samples the frozen base
     needs_old_logp = False  # no ratio π_θ/π_old in its GC
+    samples_policy = False  # the frozen base's samples: no staleness or sampler dtype
 
     @dataclass
     class Config(MethodConfig):

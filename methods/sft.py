@@ -13,6 +13,7 @@ class SFT(Method):
 
     rollout_groups = False
     needs_old_logp = False  # no ratio π_θ/π_old in its GC
+    samples_policy = False  # data fixed before the run: no staleness or sampler dtype
 
     def collect(self, step: int) -> Batch:
         t = self.ctx.cfg.train

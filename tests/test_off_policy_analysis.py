@@ -100,3 +100,60 @@ def test_the_figure_draws_one_loss_and_many(tmp_path):
     for name, keep in (("one", frame["loss"] == "grpo"), ("two", frame["loss"].notna())):
         path = off_policy.figure(frame[keep], outcomes, tmp_path / f"{name}.png")
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _grid(out: Path, lagged: bool = True) -> Path:
+    """grpo and grpo@k4 at seeds 0 and 1, finished (tests/test_report.py's run folders), grpo@k4's sampler 4 steps
+    behind where `lagged` (else both on-policy: no off-policy cell at all)."""
+    import yaml
+
+    from tests.test_report import _finished_run
+
+    for label, correct in (("grpo", [1, 1, 0, 0]), ("grpo@k4", [1, 0, 0, 0])):
+        for seed in (0, 1):
+            _finished_run(out, label, seed, correct)
+            cfg_file = out / label / f"seed{seed}" / "config.yaml"
+            cfg = yaml.safe_load(cfg_file.read_text())
+            cfg["train"]["staleness"] = 4 if lagged and "@" in label else 0
+            cfg_file.write_text(yaml.safe_dump(cfg))
+    return out
+
+
+def _one_line(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as stop:
+        off_policy.main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+    return err
+
+
+def test_a_folder_without_off_policy_runs_is_one_line_and_writes_nothing(tmp_path, capsys):
+    """Before: exit 0 and seven empty tables in OUT/report/."""
+    out = _grid(tmp_path / "out", lagged=False)
+    err = _one_line([str(out)], capsys)
+    assert "holds no off-policy run" in err and "nothing was written" in err
+    assert not (out / "report").exists()
+
+
+def test_a_grid_without_the_claims_cells_writes_claims_with_its_header(tmp_path):
+    """grpo against itself at k = 4, and none of the claims' cells (no cispo, gspo, dapo, TIS or naive run): claims.csv
+    is its header, which pandas reads as no rows (before: an empty file, pandas' EmptyDataError on reading it)."""
+    written = off_policy.write(_grid(tmp_path / "out"), tmp_path / "tables")
+    claims = pd.read_csv(tmp_path / "tables" / "claims.csv")
+    assert claims.empty and list(claims.columns) == off_policy.CLAIM_COLUMNS
+    staleness = pd.read_csv(tmp_path / "tables" / "staleness.csv")
+    # grpo@k4 − grpo on every seed: problems (1, 0, 0, 0) − (1, 1, 0, 0) -> mean −1/4
+    assert staleness["Δ"].tolist() == pytest.approx([-0.25])
+    assert all(pd.read_csv(p) is not None for p in written if p.suffix == ".csv")  # every table written reads
+
+
+def test_a_binary_summary_and_a_file_as_to_are_one_line_each(tmp_path, capsys):
+    out = _grid(tmp_path / "out")
+    there = tmp_path / "tables.csv"
+    there.write_text("kept\n")
+    err = _one_line([str(out), "--to", str(there)], capsys)  # before: FileExistsError from mkdir
+    assert f"--to {there}: {there} is a file, not a folder" in err and there.read_text() == "kept\n"
+    (out / "summary.csv").write_bytes(bytes(range(256)))  # before: UnicodeDecodeError from pandas
+    err = _one_line([str(out)], capsys)
+    assert f"'{out / 'summary.csv'}' is damaged (binary, empty or cut" in err and "--resume" in err
+    assert not (out / "report").exists()

@@ -273,6 +273,13 @@ BAD = {  # train options (and methods): words the one line must hold
     "pipeline for a method without a ratio": ({"pipeline": True, "staleness": 1}, "sft",
                                               ["train.pipeline", "'sft' has no ratio", "it applies to ppo, grpo"]),
     "pipeline not a boolean": ({"pipeline": "yes", "staleness": 1}, "grpo", ["train.pipeline"]),
+    # before, accepted and ignored: the run trained on its demonstrations and analysis.off_policy filed it under k = 2
+    "staleness for a method that samples no policy": ({"staleness": 2}, "sft",
+                                                      ["train.staleness 2", "'sft' never samples the policy",
+                                                       "it applies to online_rft, ppo", "{sft: {train: {staleness: 0}}}"]),
+    "a bfloat16 sampler for offline dpo": ({"sampler_dtype": "bfloat16"}, "dpo",
+                                           ["train.sampler_dtype bfloat16", "'dpo' never samples",
+                                            "{dpo: {train: {sampler_dtype: float32}}}"]),
     "sampler dtype the machine cannot run": ({"sampler_dtype": "float16"}, "grpo",
                                              ["train.sampler_dtype float16 cannot run on this machine",
                                               "no kernel for Half"]),
