@@ -15,7 +15,8 @@ maj@k, pass@k, pass@1 (default greedy); `subgroups` the planned subgroups of the
 (default [all]), each its own family: a family is the comparisons of one question, and a subgroup asks its own (a
 gain on every problem, a gain on the carries, a cost on the rest). `declared` says when the family was written into
 the config: "before the runs" (the default: a config read by compare.py before anything runs) or, where a family was
-declared for a result made earlier, "after the runs". The comparisons of a family are those among the methods that
+declared for a result made earlier, "after the runs". `min_effect` (in (0, 1]) is the smallest difference the family
+must detect: analysis.plan sizes the test seeds for it, family-wise. The comparisons of a family are those among the methods that
 ran; a comparison is in at most one family.
 
 The paired test gives each comparison its two-sided p-value, p = 2·P(T_ν > |D|/SE) (analysis.paired.t_interval:
@@ -37,7 +38,7 @@ from gcframe.errors import UserError
 ALPHA = 0.05
 BASE = "base"
 """`against: base`: every method against the model the runs started from (analysis.findings.gain_table)."""
-KEYS = {"against", "pairs", "metric", "subgroups", "declared"}
+KEYS = {"against", "pairs", "metric", "subgroups", "declared", "min_effect"}
 METRICS = {"greedy": "greedy", "pass@1": "pass1", "pass1": "pass1", "maj@k": "majk", "majk": "majk",
            "pass@k": "passk", "passk": "passk"}
 DECLARED = "before the runs"
@@ -89,8 +90,14 @@ def check(spec) -> dict[str, dict]:
         if not isinstance(declared, str) or not declared.strip():
             raise UserError(f"{where}.declared must say when the family was declared (e.g. 'before the runs'), "
                             f"got {declared!r}")
+        effect = f.get("min_effect")
+        if effect is not None and (isinstance(effect, bool) or not isinstance(effect, (int, float))
+                                   or not 0 < effect <= 1):
+            raise UserError(f"{where}.min_effect must be a difference in accuracy in (0, 1] (e.g. 0.1, the smallest "
+                            f"the family must detect), got {effect!r}")
         out[str(name)] = {**({"against": f["against"]} if "against" in f else {"pairs": pairs}),
-                          "metric": METRICS[metric], "subgroups": list(subs), "declared": declared}
+                          "metric": METRICS[metric], "subgroups": list(subs), "declared": declared,
+                          **({"min_effect": float(effect)} if effect is not None else {})}
     return out
 
 

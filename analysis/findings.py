@@ -153,7 +153,7 @@ def problem_subgroups(runs: Runs) -> dict[str, str]:
                         "records it")
     outside = sorted(i for i in set(indices.values()) if not 0 <= i < len(groups))
     if outside or len(set(indices.values())) < len(indices):
-        raise UserError(f"the test problems' subgroups cannot be built: the outcomes' `index` column names "
+        raise UserError("the test problems' subgroups cannot be built: the outcomes' `index` column names "
                         + (f"places {outside[:3]} outside the task's {len(groups)} test problems" if outside else
                            "one place for two problems") + f" ({where}): the config is not the one the runs used")
     return {problem: groups[i] for problem, i in indices.items()}
@@ -606,12 +606,13 @@ def write(runs: Runs, folder, prefix: str = "", spec: dict | None = None) -> lis
         rows.to_csv(folder / f"{prefix}gains.csv", index=False)
         gain_summary(rows).to_csv(folder / f"{prefix}gains_greedy.csv", index=False)
     family_lines = [families.sentence(r) for r in family_rows]
-    lines = sentences(runs, table, gains) + subgroup_gain_lines(views, sub_gains) + family_lines
+    seeds = [runs.seed_line] if getattr(runs, "seed_line", None) else []  # which seeds decide (analysis.redecide)
+    lines = seeds + family_lines + sentences(runs, table, gains) + subgroup_gain_lines(views, sub_gains)
     note = f"\n<sub>Outcomes: {'; '.join(sources)}.</sub>\n"
     (folder / f"{prefix}findings.md").write_text("".join(f"- {s}\n" for s in lines) + note)
-    short = headline(runs, table, gains) + (subgroup_gain_lines(views, sub_gains) if not table.empty and
-                                            (table["metric"] == "greedy").any() else [])
-    short += [s for s, r in zip(family_lines, family_rows) if r["metric"] == "greedy"]
+    short = seeds + [s for s, r in zip(family_lines, family_rows) if r["metric"] == "greedy"]  # the families first
+    short += headline(runs, table, gains) + (subgroup_gain_lines(views, sub_gains) if not table.empty and
+                                             (table["metric"] == "greedy").any() else [])
     (folder / f"{prefix}headline.md").write_text("".join(f"- {s}\n" for s in short) + note)
     return lines
 

@@ -11,7 +11,8 @@ gains.csv, families.csv, findings.md, headline.md and pairs.png again through an
 so that a change of the paired test (analysis.paired) or of the families the config declares (its `families:`,
 analysis.families: the family-wise columns of pairs.csv and gains.csv) reaches every published verdict. Then
 `python -m analysis.results` re-renders the tables that show them. Prints the verdicts that changed: pair, metric,
-old and new interval, per comparison and family-wise.
+old and new interval, per comparison and family-wise. The findings use a result's test seeds, those that took no part
+in choosing its rates (analysis.seeds), where at least 2 are committed; --every-seed decides on all of them.
 """
 from __future__ import annotations
 
@@ -39,14 +40,18 @@ def metric_column(name: str) -> str:
 class Published:
     """The parts of analysis.runs.Runs that analysis.findings reads, from results/<name>/ (module docstring)."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, seeds=None):
+        """`seeds`: only these seeds' outcomes (a result's test seeds, analysis.seeds), else every committed one."""
         self.folder = Path(folder)
+        self.seed_line = seed_line(self.folder) if (self.folder / "summary.csv").is_file() else None
         needed = [self.folder / f for f in ("problems.csv.gz", "summary.csv", "config.yaml", "findings.md")]
         missing = [f.name for f in needed if not f.is_file()]
         if missing:
             raise UserError(f"{self.folder} lacks {', '.join(missing)}: only a result that publishes its per-problem "
                             "outcomes can be re-decided (python experiments/reproduce.py makes it)")
         frame = pd.read_csv(self.folder / "problems.csv.gz")
+        if seeds is not None:
+            frame = frame[frame["seed"].isin(list(seeds))]
         cfg = yaml.safe_load((self.folder / "config.yaml").read_text()) or {}
         self.configs = {("result", 0): cfg}
         self.base_label = "base model" if (cfg.get("model") or {}).get("path") else "SFT base"
@@ -97,12 +102,40 @@ def _said(interval: str, sep: str, fw: str) -> str:
         "" if fw in ("–", "") else f", family-wise {fw}")
 
 
-def redecide(folder: Path) -> list[dict]:
-    """Write the paired findings of results/<name>/ again from its outcomes -> the verdicts that changed."""
+def decided_on(folder: Path) -> list[int] | None:
+    """The seeds a result's findings use: its test seeds (analysis.seeds) where at least 2 are committed, else every
+    seed (None), the findings then saying that the tuning seeds are among them (`seed_line`)."""
+    from analysis.seeds import roles
+
+    test = roles(folder)["test"]
+    return test if len(test) >= 2 else None
+
+
+def seed_line(folder: Path) -> str:
+    """The line findings.md and headline.md open with: which seeds decide, and which chose the rates."""
+    from analysis.seeds import roles
+
+    r = roles(folder)
+    show = lambda xs: ", ".join(map(str, xs))  # noqa: E731
+    if not r["tuning"]:
+        return f"Findings on seeds {show(r['test'])} (no seed took part in choosing rates)."
+    if len(r["test"]) >= 2:
+        return (f"Findings on the test seeds {show(r['test'])}; seeds {show(r['tuning'])} chose the rates and are left "
+                "out.")
+    return (f"Findings on every seed, {show(r['test'] + r['tuning'])}, the tuning seeds {show(r['tuning'])} among them: "
+            f"fewer than 2 test seeds are committed (grow the result: python experiments/reproduce.py "
+            f"{folder.name} --seeds {max(r['test'] + r['tuning']) + 1}-{max(r['test'] + r['tuning']) + 5}).")
+
+
+def redecide(folder: Path, every_seed: bool = False) -> list[dict]:
+    """Write the paired findings of results/<name>/ again from its outcomes -> the verdicts that changed. The
+    findings use the test seeds (`decided_on`); every_seed: every committed seed, the tuning seeds among them."""
     from analysis import findings, report
 
     folder = Path(folder)
-    runs = Published(folder)
+    runs = Published(folder, seeds=None if every_seed else decided_on(folder))
+    if every_seed:
+        runs.seed_line = None
     files = (("pairs.csv", ["comparison", "metric"], "Δ [95% interval]"),
              ("gains.csv", ["method", "over", "metric"], "gain [95% interval]"))
     before = {name: _verdicts(folder / name, key, col) for name, key, col in files}
@@ -130,11 +163,13 @@ def main(argv=None) -> int:
     p.add_argument("names", nargs="*", help="results/<name> folders to re-decide")
     p.add_argument("--all", action="store_true", help="every result with a pairs.csv")
     p.add_argument("--changes", type=Path, help="also write the changed verdicts to this CSV")
+    p.add_argument("--every-seed", action="store_true", help="decide on every committed seed, the tuning seeds "
+                   "among them (what the findings were before test seeds were kept apart), not on the test seeds")
     args = p.parse_args(argv)
     names = sorted(f.parent.name for f in RESULTS.glob("*/pairs.csv")) if args.all else args.names
     if not names:
         raise UserError("name a result (python -m analysis.redecide default) or give --all")
-    changed = [c for n in names for c in redecide(RESULTS / n)]
+    changed = [c for n in names for c in redecide(RESULTS / n, every_seed=args.every_seed)]
     for c in changed:
         print(f"{c['result']}: {c['comparison']}, {c['metric']}: {c['before']} -> {c['now']}")
     print(f"{len(changed)} verdict(s) changed in {len(names)} result(s)")

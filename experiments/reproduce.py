@@ -2,13 +2,18 @@
 
     python experiments/reproduce.py --list                  # the results and the command behind each
     python experiments/reproduce.py default                 # the default comparison, every method, 5 seeds
-    python experiments/reproduce.py default --seeds 0       # one seed, beside results/ (compare with its summary.csv)
+    python experiments/reproduce.py default --seeds 5-12    # grow the committed result by 8 new test seeds
+    python experiments/reproduce.py default --check 0       # a committed seed again, beside results/ (compare them)
     python experiments/reproduce.py default --quick         # a smoke run into runs/reproduce-quick (results/ untouched)
     python experiments/reproduce.py --all                   # everything, in the order listed
     python experiments/reproduce.py default --backend ray --address auto   # the cells on a Ray cluster
     python -m analysis.results                              # re-render the README's and docs' tables from results/
 
 Resumable: the same command again skips finished seeds and continues a killed one from its checkpoint.
+Planned: a compare result whose config declares families with min_effect prints its plan first (analysis.plan: the
+test seeds each family needs, family-wise) and is refused when its test seeds cannot decide one, unless
+--underpowered; `--seeds A-B` then grows it by seeds, each merged into results/<name>/ as it finishes, across sessions
+and machines (experiments/grow.py): commit results/<name>/ after each seed, and the same command continues.
 Parallel: start the same command in two shells, one thread each (OMP_NUM_THREADS=1). A comparison's processes
 split its method x seed cells by compare.py's claim files (gcframe.tracking.claims); whichever finishes last writes
 results/<name>/.
@@ -377,7 +382,13 @@ def parse_args(argv=None):
     p.add_argument("--all", action="store_true", help="every result, in the order of --list")
     p.add_argument("--list", action="store_true", help="print the results and their commands, then exit")
     p.add_argument("--quick", action="store_true", help="smoke versions into runs/reproduce-quick/ (results/ kept)")
-    p.add_argument("--seeds", help="compare results: comma-separated seeds (default: the result's own)")
+    p.add_argument("--seeds", help="compare results: grow the committed result by these new test seeds (5-12, or "
+                   "5,6,9): every arm of a seed on this machine at the committed rates, merged into results/<name>/ "
+                   "as it finishes (experiments/grow.py)")
+    p.add_argument("--check", metavar="SEEDS", help="compare results: run these committed seeds again (comma-"
+                   "separated) into runs/reproduce/<name>-seeds<...>/, beside results/, and compare their rows")
+    p.add_argument("--underpowered", action="store_true", help="run a recipe although its test seeds cannot decide "
+                   "a declared family at its min_effect (plan.csv and the page then say so)")
     p.add_argument("--runs", default=str(ROOT / "runs" / "reproduce"), help="where the runs go")
     p.add_argument("--results", default=str(ROOT / "results"), help="where the result folders go")
     from gcframe import raygrid
@@ -467,8 +478,15 @@ def reproduce(name: str, args) -> Path | None:
     results = (Path(args.runs + "-quick") / "results" if args.quick else Path(args.results)) / name
     from analysis import results as collect
 
+    if args.seeds:  # grow a committed compare result (refused in one line for a command's)
+        return grow_result(name, recipe, args)
     if recipe.kind == "compare":
-        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else ([0] if args.quick else recipe.seeds)
+        try:
+            seeds = [int(s) for s in args.check.split(",")] if args.check else ([0] if args.quick else recipe.seeds)
+        except ValueError:
+            raise UserError(f"--check takes committed seeds like 0 or 0,1, got {args.check!r}") from None
+        if not args.quick and not args.check:
+            check_plan(name, recipe, args)
         stage, check = None, seeds != recipe.seeds and not args.quick  # a check, not the result: its own folders
         stamp(runs.with_name(f"{name}-seeds{'-'.join(map(str, seeds))}") if check else runs, "started")
         if recipe.base_run:  # the earlier stage: its final model is this comparison's base
@@ -498,6 +516,10 @@ def reproduce(name: str, args) -> Path | None:
                 print(f"{name}: models still being re-scored elsewhere; the last process to finish writes {results}")
                 return None
         collect.from_compare(runs, results, families=declared(recipe.config))
+        if not check and not args.quick:  # the findings on the test seeds, the plan beside them (analysis.seeds)
+            from experiments import grow
+
+            grow.remake(results)
         committed = Path(args.results) / name / "summary.csv"
         if results.parent != Path(args.results) and committed.is_file() and (results / "summary.csv").is_file():
             print(collect.compare_rows(results / "summary.csv", committed))  # the check beside the result
@@ -508,6 +530,83 @@ def reproduce(name: str, args) -> Path | None:
         runs.mkdir(parents=True, exist_ok=True)
         run([a.replace("OUT", repo_relative(runs)) for a in recipe.command] + (recipe.quick if args.quick else []))
         collect.from_command(runs, results, recipe.keep)
+    return results
+
+
+def check_plan(name: str, recipe: Recipe, args) -> None:
+    """Print the recipe's family-wise plan (analysis.plan) from its committed result, and refuse in one line a recipe
+    whose test seeds cannot decide a declared family at its min_effect, unless --underpowered."""
+    spec = declared(recipe.config) or {}
+    folder = Path(args.results) / name
+    if not any(f.get("min_effect") is not None for f in spec.values()):
+        return
+    if not (folder / "problems.csv.gz").is_file():
+        print(f"{name}: no committed result to plan from; its plan is written beside its findings once it has run")
+        return
+    from analysis import plan
+    from analysis.redecide import Published
+    from gcframe.config import load_yaml
+
+    tuned = (load_yaml(CONFIGS / recipe.config).get("tune") or {}).get("seeds", [])
+    test = len([s for s in recipe.seeds if s not in tuned])
+    rows = plan.plan_rows(Published(folder), spec, test)
+    print(f"{name}: the plan, from results/{name}'s components at {test} test seeds\n" + plan.text(rows))
+    short = plan.shortfall(rows)
+    if short and not args.underpowered:
+        raise UserError(f"{name}'s {test} test seeds cannot decide its families: {'; '.join(short)}; grow the "
+                        f"committed result instead (--seeds {max(recipe.seeds) + 1}-...), or run it anyway with "
+                        "--underpowered")
+
+
+def grow_result(name: str, recipe: Recipe, args) -> Path | None:
+    """`--seeds A-B`: grow results/<name>/ seed by seed (experiments/grow.py); two processes running the same
+    command split each seed's cells, and whichever finishes a seed first merges it."""
+    from experiments import grow
+    from gcframe.tracking import claims
+
+    if args.quick:
+        raise UserError("--quick makes a smoke run beside results/; it does not grow a result: drop --seeds or --quick")
+    seeds = grow.parse_seeds(args.seeds)
+    results = Path(args.results) / name
+    cfg = grow.check(name, recipe, seeds, Path(args.results))
+    families = declared(recipe.config)
+    if families and families != (cfg.get("families") or None):  # the families (min_effect among them) the recipe
+        import yaml  # declares now: analysis, not design, and declared before these seeds run
+
+        cfg = {**cfg, "families": families}
+        (results / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+    runs = Path(args.runs).resolve() / name
+    print(f"{name}: growing by seed(s) {', '.join(map(str, seeds))}, each at the committed rates, merged into "
+          f"{results} as it finishes", flush=True)
+    for seed in seeds:
+        out = grow.seed_folder(runs, name, seed)
+        from analysis.seeds import committed
+
+        if seed in committed(results):
+            print(f"{name}: seed {seed} is merged already (another process)")
+            continue
+        grow.prepare(out, cfg, seed)
+        if not finished(out).exists():
+            run(["experiments/compare.py", "--resume", repo_relative(out), *backend_args(args)])
+        if not wait_for(out, finished(out), f"{name} seed {seed}"):
+            print(f"{name}: seed {seed} is still running elsewhere; run the same command again later")
+            return None
+        if recipe.rescore:
+            run(["-m", "gcframe.evaluate", repo_relative(out), *recipe.rescore, *backend_args(args)])
+            if not rescored(out, recipe.rescore):
+                print(f"{name}: seed {seed}'s models are still being scored elsewhere; run the same command again")
+                return None
+        lock = results.with_name(f".{name}.merge.claim")
+        while not claims.acquire(lock):
+            time.sleep(2)
+        try:
+            if seed not in committed(results):
+                grow.merge(out, results, seed, families)
+                grow.remake(results)
+                print(f"{name}: seed {seed} merged into {results} — commit it now (git add {repo_relative(results)}); "
+                      "the same command continues from the next seed, on any machine", flush=True)
+        finally:
+            claims.release(lock)
     return results
 
 
