@@ -122,6 +122,16 @@ def tables(runs: Path, early: int = 200) -> tuple[pd.DataFrame, pd.DataFrame, pd
     return shown(pairs), by_step(df, methods), df.sort_values(["method", "seed", "step", "problem"], kind="stable")
 
 
+def from_outcomes(df: pd.DataFrame, methods: list[str], early: int = 200) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(interaction.csv, by_step.csv) from the per-problem outcomes at every step (problems_by_step.csv.gz's rows):
+    what `tables` computes from a run folder, for a committed result (analysis.redecide)."""
+    steps = sorted(set(df["step"]) - {0})
+    early = early if early in steps else steps[0]
+    methods = [m for m in methods if m in set(df["method"])]
+    pairs = [interaction(df, a, b, early, steps[-1]) for a, b in itertools.combinations(methods, 2)]
+    return shown(pairs), by_step(df, methods)
+
+
 def table(out: Path, early: int, against: str) -> pd.DataFrame:
     df = outcomes_at(out)
     if against not in set(df["method"]):

@@ -20,10 +20,11 @@ the truncated ANOVA estimator of the same chapter):
 (M_S = max(MS_S, MS_E): a seed mean square below the residual one stands at the residual's level, never below it).
 No component is ever dropped: where MS_S ≤ MS_E the seed term still contributes M_S = MS_E, known only to S − 1 df.
 
-The reference distribution is t on ν = S − 1 (`reference_df`), the seed term's own degrees of freedom: the seeds are
-the units a new training run replicates, and the variance is known no better than its seed mean square. Satterthwaite's
-(1946) ν = (Σ c_i M_i)² / Σ (c_i M_i)²/df_i over (M_S, S − 1), (M_P, P − 1), (−MS_E, (S − 1)(P − 1)) is larger
-wherever M_S is small, and M_S is small by chance exactly where false separations come from: at the levels Holm's
+The reference distribution is t on ν = min(ν_Satterthwaite, S − 1) (`reference_df`): never more than the seed term's
+own degrees of freedom, since the seeds are the units a new training run replicates and the variance is known no
+better than its seed mean square. Satterthwaite's (1946) ν = (Σ c_i M_i)² / Σ (c_i M_i)²/df_i over (M_S, S − 1),
+(M_P, P − 1), (−MS_E, (S − 1)(P − 1)) is larger wherever M_S is small (at P = 500 it is below S − 1 only by under
+1%), and M_S is small by chance exactly where false separations come from: at the levels Holm's
 method uses (α/m), the Satterthwaite interval separated true zeros at up to 2× the level under results' own fitted
 components and far more under a skewed near-ceiling null, while S − 1 held the level under every fitted generator
 (experiments/paired_size.py; results/paired_size, docs/concepts/statistics.md). `components_variance` computes Var and
@@ -132,9 +133,9 @@ def components_variance(var_seed, var_problem, var_resid, S: int, P: int):
 
 
 def reference_df(S: int, satterthwaite):
-    """The ν of the kept test's t reference at S ≥ 2 seeds: S − 1, the seed term's degrees of freedom (module
-    docstring); `satterthwaite` (a float or an array of many experiments) is what it replaces, and sets the shape."""
-    return np.full(np.shape(satterthwaite), S - 1.0) if np.ndim(satterthwaite) else S - 1.0
+    """The ν of the kept test's t reference at S ≥ 2 seeds: Satterthwaite's, never above S − 1, the seed term's
+    degrees of freedom (module docstring); `satterthwaite` is a float or an array of many experiments."""
+    return np.minimum(satterthwaite, S - 1.0) if np.ndim(satterthwaite) else min(float(satterthwaite), S - 1.0)
 
 
 def reference_p(d):
@@ -144,8 +145,8 @@ def reference_p(d):
     S, P = d.shape[-2:]
     D, ms_s, ms_p, ms_e = mean_squares(d)
     sv, pv = truncated_components(ms_s, ms_p, ms_e, S, P)
-    var = components_variance(sv, pv, ms_e, S, P)[0]
-    return 2 * stats.t.sf(np.abs(D) / np.sqrt(np.maximum(var, FLOOR)), S - 1.0)
+    var, satterthwaite = components_variance(sv, pv, ms_e, S, P)
+    return 2 * stats.t.sf(np.abs(D) / np.sqrt(np.maximum(var, FLOOR)), reference_df(S, satterthwaite))
 
 
 def t_interval(diff: float, var: float, df: float, level: float = 0.95) -> dict:
@@ -237,7 +238,7 @@ def detectable_difference(var_seed: float, var_problem: float, var_resid: float,
     fixed) or seeds (P fixed) that would halve its SE: Var(S', P) = Var(S, P)/4 solved for S' or P'.
 
     More problems cannot remove σ²_S/S (nor more seeds σ²_P/P): "not reachable" when that alone is a quarter or
-    more. ν is the kept test's (`reference_df`: S − 1). The halving solves for the SE
+    more. ν is the kept test's (`reference_df`: at most S − 1). The halving solves for the SE
     alone: the t factor, which falls as ν grows (steeply with more seeds when there are few), usually takes the MDE
     further. With 1 seed var_seed is NaN and var_problem the per-cell variance MS_P (problems only).
     """

@@ -12,7 +12,7 @@ For each family and subgroup of the config's `families:` (analysis.families) tha
                committed seed (planning, not a finding: the tuning seeds' outcomes are as informative of the
                components as the test seeds')
     power(S)   P(|T| > t_{1−α/(2m), ν}) with T noncentral t on the design's ν (analysis.paired.reference_df, the
-               kept test's: S − 1) and noncentrality min_effect/SE(S), SE² = σ²_S/S + σ²_P/P + σ²_E/(S·P)
+               kept test's: at most S − 1) and noncentrality min_effect/SE(S), SE² = σ²_S/S + σ²_P/P + σ²_E/(S·P)
     planned    the fewest test seeds S ≥ 2 with power(S) ≥ 0.8; then the kept test's false-separation rate at α/m
                is simulated under the design's own components (analysis.outcome_model: both arms alike, and a stable
                arm beside a seed-variable one), and seeds are added while it exceeds twice α/m

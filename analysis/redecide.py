@@ -43,7 +43,8 @@ class Published:
     def __init__(self, folder: Path, seeds=None):
         """`seeds`: only these seeds' outcomes (a result's test seeds, analysis.seeds), else every committed one."""
         self.folder = Path(folder)
-        self.seed_line = seed_line(self.folder) if (self.folder / "summary.csv").is_file() else None
+        self.seed_line = seed_line(self.folder) if decided_on(self.folder) is not None or (
+            (self.folder / "summary.csv").is_file() and (self.folder / "config.yaml").is_file()) else None
         needed = [self.folder / f for f in ("problems.csv.gz", "summary.csv", "config.yaml", "findings.md")]
         missing = [f.name for f in needed if not f.is_file()]
         if missing:
@@ -107,6 +108,8 @@ def decided_on(folder: Path) -> list[int] | None:
     seed (None), the findings then saying that the tuning seeds are among them (`seed_line`)."""
     from analysis.seeds import roles
 
+    if not ((folder / "summary.csv").is_file() and (folder / "config.yaml").is_file()):
+        return None  # not a result (Published refuses it in one line)
     test = roles(folder)["test"]
     return test if len(test) >= 2 else None
 
@@ -143,6 +146,15 @@ def redecide(folder: Path, every_seed: bool = False) -> list[dict]:
     findings.write(runs, folder)
     if (folder / "pairs.png").is_file():
         report.fig_pairs(runs, table, folder / "pairs.png")
+    steps = folder / "problems_by_step.csv.gz"
+    if steps.is_file():  # the step × method interaction (analysis.interaction), on the same seeds
+        from analysis import interaction
+
+        frame = pd.read_csv(steps)
+        frame = frame if decided_on(folder) is None or every_seed else frame[frame["seed"].isin(decided_on(folder))]
+        pairs_, by_step = interaction.from_outcomes(frame, runs.methods)
+        pairs_.to_csv(folder / "interaction.csv", index=False)
+        by_step.to_csv(folder / "by_step.csv", index=False, float_format="%.4f")
     changed = []
     for name, key, col in files:
         after = _verdicts(folder / name, key, col)

@@ -11,7 +11,8 @@ family-wise even when it holds its 5% level.
                  ν Satterthwaite's over the mean squares. Where MS_S falls below MS_E by chance, M_S = MS_E is small
                  and ν jumps towards P's df although σ²_S may be large.
     seed_df      the same SE on ν = S − 1: the seeds are the units a new training run replicates, so the t reference
-                 never claims more df than the seed term has (what the interval can be once σ²_S could be real)
+                 never claims more df than the seed term has (what the interval can be once σ²_S could be real);
+                 analysis.paired keeps min(Satterthwaite's ν, S − 1), which at P = 500 differs from it by under 1% in ν
     seed_t       the t test over the S per-seed mean differences x_s = mean_p d[s, p], S − 1 df (omits σ²_P/P: it
                  covers these problems, not new ones)
     sign_flip    the randomisation test over seeds: |mean x_s| against its values under every sign vector ±1^S (exact

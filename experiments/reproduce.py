@@ -516,7 +516,8 @@ def reproduce(name: str, args) -> Path | None:
                 print(f"{name}: models still being re-scored elsewhere; the last process to finish writes {results}")
                 return None
         collect.from_compare(runs, results, families=declared(recipe.config))
-        if not check and not args.quick:  # the findings on the test seeds, the plan beside them (analysis.seeds)
+        if not check and not args.quick and (results / "problems.csv.gz").is_file():  # the findings on the test
+            # seeds, the plan beside them (analysis.seeds)
             from experiments import grow
 
             grow.remake(results)
@@ -570,10 +571,13 @@ def grow_result(name: str, recipe: Recipe, args) -> Path | None:
     results = Path(args.results) / name
     cfg = grow.check(name, recipe, seeds, Path(args.results))
     families = declared(recipe.config)
-    if families and families != (cfg.get("families") or None):  # the families (min_effect among them) the recipe
-        import yaml  # declares now: analysis, not design, and declared before these seeds run
+    from gcframe.config import load_yaml
 
-        cfg = {**cfg, "families": families}
+    raw = load_yaml(CONFIGS / recipe.config).get("families")
+    if raw and raw != cfg.get("families"):  # the families (min_effect among them) the recipe declares now:
+        import yaml  # analysis, not design, and declared before these seeds run
+
+        cfg = {**cfg, "families": raw}
         (results / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
     runs = Path(args.runs).resolve() / name
     print(f"{name}: growing by seed(s) {', '.join(map(str, seeds))}, each at the committed rates, merged into "

@@ -3,7 +3,8 @@ in a result's files (and then copied into the README by `python -m analysis.resu
 
 Every result with paired findings publishes the outcomes behind them (results/<name>/problems.csv.gz; the runs'
 outcomes at every evaluated step in problems_by_step.csv.gz). From them, with the documented formula (analysis.paired:
-the two-way seeds × problems interval, Satterthwaite's ν, P(A>B) over the seed means), every row of
+the two-way seeds × problems interval on min(Satterthwaite's ν, S − 1) df, over the test seeds where 2 or more are committed, P(A>B)
+over the seed means), every row of
 
     pairs.csv             every pair × metric × planned subgroup, and no pair missing
     gains.csv             each method − the base model; gains_greedy.csv its greedy rows by subgroup
@@ -32,6 +33,7 @@ import pytest
 from scipy import stats
 
 from analysis import families, paired
+from analysis.redecide import decided_on
 from analysis.runs import TEACHER
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -56,7 +58,7 @@ def _two_way(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     D, ms_s, ms_p, ms_e = paired.mean_squares(d)
     sv, pv = paired.truncated_components(ms_s, ms_p, ms_e, S, P)
     var, df = paired.components_variance(sv, pv, ms_e, S, P)
-    return D, np.maximum(var, paired.FLOOR), np.asarray(df, float)
+    return D, np.maximum(var, paired.FLOOR), np.minimum(df, S - 1.0)  # the kept test's ν: at most the seed term's
 
 
 def _intervals(d: np.ndarray) -> dict:
@@ -136,6 +138,9 @@ def derive(out: Outcomes, col: str, pairs: list[tuple[str, str]], group: str = "
 @functools.lru_cache(maxsize=4)
 def _outcomes(folder: Path) -> Outcomes:
     frame = pd.read_csv(folder / "problems.csv.gz")
+    decided = decided_on(folder)  # the test seeds, where 2 or more are committed (analysis.seeds)
+    if decided is not None:
+        frame = frame[frame["seed"].isin(decided)].reset_index(drop=True)
     return Outcomes(frame, _groups(folder, frame) if _planned(folder) else None)
 
 
@@ -415,17 +420,16 @@ def test_every_published_interval_is_recomputed_from_the_outcomes(name):
     assert wrong == [], f"{name}: {len(wrong)} published numbers are not what problems.csv.gz gives: {wrong[:5]}"
 
 
-FORGERIES = [  # (file, a published cell, a forged one): the issue's forgery first
-    ("over_sft_filtered.csv", '"+0.122 [+0.049, +0.194], separated per comparison"',
-     '"+0.222 [+0.049, +0.194], separated per comparison"'),
-    ("over_sft_filtered.csv", '"+0.122 [+0.049, +0.194], separated per comparison"', '"+0.122 [+0.049, +0.194]"'),
-    ("pairs.csv", "sft − rft,greedy,\"-0.445 [-0.606, -0.284]\",0.00,yes,5,500,0.97,all",
-     "sft − rft,greedy,\"-0.445 [-0.606, -0.284]\",0.00,yes,5,500,0.97,all".replace(",5,500", ",5,499")),
-    ("pairs.csv", '0.97,all,0.00113,', '0.97,all,0.0113,'),  # a p-value ten times too large
-    ("gains.csv", 'sft,greedy,SFT base,"+0.006 [-0.018, +0.029]",0.72', 'sft,greedy,SFT base,"+0.006 [-0.018, +0.029]",0.92'),
-    ("gains_greedy.csv", '"+0.451 [+0.266, +0.635], separated family-wise"',
-     '"+0.451 [+0.266, +0.735], separated family-wise"'),
-    ("findings.csv", '"+0.035 [-0.001, +0.071]",not separated', '"+0.035 [+0.001, +0.071]",not separated'),
+FORGERIES = [  # (file, a published cell, a forged one): the issue's forgery first (a bound moved, then a verdict)
+    ("over_sft_filtered.csv", '"+0.192 [+0.084, +0.300], separated per comparison"',
+     '"+0.292 [+0.084, +0.300], separated per comparison"'),
+    ("over_sft_filtered.csv", '"+0.192 [+0.084, +0.300], separated per comparison"', '"+0.192 [+0.084, +0.300]"'),
+    ("pairs.csv", "sft − rft,greedy,\"-0.397 [-0.792, -0.002]\",0.00,yes,3,500,0.97,all",
+     "sft − rft,greedy,\"-0.397 [-0.792, -0.002]\",0.00,yes,3,500,0.97,all".replace(",3,500", ",3,499")),
+    ("pairs.csv", '0.97,all,0.0494,', '0.97,all,0.494,'),  # a p-value ten times too large
+    ("gains.csv", 'sft,greedy,SFT base,"-0.003 [-0.054, +0.048]",0.67', 'sft,greedy,SFT base,"-0.003 [-0.054, +0.048]",0.97'),
+    ("gains_greedy.csv", 'sft,"-0.003 [-0.054, +0.048]"', 'sft,"-0.003 [-0.054, +0.148]"'),
+    ("findings.csv", '"+0.033 [-0.060, +0.127]",not separated', '"+0.033 [+0.060, +0.127]",not separated'),
 ]
 
 
@@ -451,21 +455,21 @@ def test_a_forged_step_table_is_caught(tmp_path):
     by = (copy / "by_step.csv").read_text()
     (copy / "by_step.csv").write_text(by.replace("rft,online_rft,200,-0.0520", "rft,online_rft,200,-0.0620", 1))
     inter = (copy / "interaction.csv").read_text()
-    (copy / "interaction.csv").write_text(inter.replace('"-0.068 [-0.261, +0.125]",no', '"-0.068 [-0.261, +0.125]",yes'))
+    (copy / "interaction.csv").write_text(inter.replace('"-0.068 [-0.262, +0.126]",no', '"-0.068 [-0.262, +0.126]",yes'))
     assert [w.split(":")[0] for w in check_steps(copy)] == ["by_step.csv", "interaction.csv"]
 
 
 def test_a_forged_family_table_is_caught(tmp_path):
     """family_<name>.csv (a declared family of pairs, a column per subgroup): a moved bound and a verdict that the
     interval does not give are each named."""
-    copy = tmp_path / "distillation"
-    shutil.copytree(RESULTS / "distillation", copy, ignore=shutil.ignore_patterns("*.png", "*.md"))
+    copy = tmp_path / "default"
+    shutil.copytree(RESULTS / "default", copy, ignore=shutil.ignore_patterns("*.png", "*.md"))
     assert check_family_tables(copy) == []
-    f = copy / "family_delivery.csv"
+    f = copy / "family_deepseekmath.csv"
     text = f.read_text()
-    forged = text.replace('"-0.101 [-0.151, -0.050], separated family-wise"', '"-0.101 [-0.151, -0.040], separated '
-                          'family-wise"').replace('"+0.009 [-0.019, +0.037]"', '"+0.009 [-0.019, +0.037], separated"')
-    assert forged.count("-0.040") == 1 and forged.count("+0.037], separated") == 1
+    forged = text.replace('"+0.033 [-0.060, +0.127]"', '"+0.033 [-0.050, +0.127]"').replace(
+        '"-0.032 [-0.188, +0.124]"', '"-0.032 [-0.188, +0.124], separated"')
+    assert forged.count("-0.050, +0.127") == 1 and forged.count("+0.124], separated") == 1
     f.write_text(forged)
     assert [w.split(":")[1].strip().split(",")[0] for w in check_family_tables(copy)] == [
-        "opd − sft_clean", "sft_teacher − sft_clean"]
+        "online_rft − rft", "grpo − online_rft"]

@@ -47,7 +47,7 @@ def test_two_seeds_three_problems_by_hand():
     # MS_E = SS_E/((S−1)(P−1)) = (1/3)/2 = 1/6
     # Var(D) = (1/6 + 1/2 − 1/6)/6 = 1/12, SE = 0.288675
     # Satterthwaite's ν = (1/2)² / ((1/6)²/1 + (1/2)²/2 + (1/6)²/2) = 0.25/(12/72) = 1.5, but the interval's
-    # reference is t on S − 1 = 1 df (analysis.paired.reference_df): t_{0.975,1} = 12.7062
+    # reference never exceeds S − 1 = 1 df (analysis.paired.reference_df): min(1.5, 1) = 1, t_{0.975,1} = 12.7062
     # interval 0.5 ± 12.7062·0.288675 = 0.5 ± 3.66797 = [−3.16797, 4.16797]: not separated
     # seed means A 1, 2/3 and B 1/3, 1/3: A wins all 4 pairs, P(A>B) = 1
     df = frame({"grpo": [[1, 1, 1], [1, 1, 0]], "ppo": [[0, 0, 1], [1, 0, 0]]})
@@ -67,10 +67,10 @@ def test_both_components_truncated_at_zero_keep_the_seed_term_and_its_seed_df():
     # d = [[1,0,0],[0,0,1]]: seed means 1/3, 1/3 -> MS_S = 0; problem means 1/2, 0, 1/2 -> MS_P = 2·(1/6)/2 = 1/6;
     # residuals ±1/2 at the four corners -> MS_E = 1/2. σ²_S = max((0 − 1/2)/3, 0) = 0, σ²_P = max((1/6 − 1/2)/2, 0)
     # = 0: Var = MS_E/(S·P) = 1/12. The truncated mean squares M_S = M_P = MS_E = 1/2 keep their df:
-    # Satterthwaite's ν = (1/2 + 1/2 − 1/2)² / ((1/2)²/1 + (1/2)²/2 + (1/2)²/2) = (1/4)/(1/2) = 0.5; the interval's
-    # reference is S − 1 = 1 df
+    # Satterthwaite's ν = (1/2 + 1/2 − 1/2)² / ((1/2)²/1 + (1/2)²/2 + (1/2)²/2) = (1/4)/(1/2) = 0.5, below S − 1 = 1:
+    # the interval keeps 0.5
     r = paired_difference(frame({"a": [[1, 0, 0], [0, 0, 1]], "b": np.zeros((2, 3))}), "a", "b", "greedy")
-    assert r["se"] == pytest.approx(math.sqrt(1 / 12), abs=1e-12) and r["df"] == 1.0
+    assert r["se"] == pytest.approx(math.sqrt(1 / 12), abs=1e-12) and r["df"] == pytest.approx(0.5, abs=1e-12)
     assert components_variance(0.0, 0.0, 1 / 2, 2, 3)[1] == pytest.approx(0.5, abs=1e-12)
     assert (r["var_seed"], r["var_problem"], r["var_resid"]) == pytest.approx((0, 0, 1 / 2), abs=1e-12)
     assert two_way(np.array([[1, 0, 0], [0, 0, 1]]))["truncated"] == "seed+problem"
@@ -87,18 +87,18 @@ def test_a_seed_term_the_mean_squares_show_is_kept_where_the_old_floor_dropped_i
     # Truncated components: σ²_S = (9/8 − 19/24)/4 = 1/12, σ²_P = max((1/8 − 19/24)/2, 0) = 0, σ²_E = 19/24
     #   Var = (1/12)/2 + 0 + (19/24)/8 = 8/192 + 19/192 = 9/64, SE = 3/8
     #   M_S = 19/24 + 4·(1/12) = 9/8 (1 df), M_P = 19/24 (3 df), −MS_E (3 df):
-    #   Satterthwaite's ν = (9/8)² / ((9/8)² + (19/24)²/3 + (19/24)²/3) = (2187/1728)/(2909/1728) = 2187/2909 = 0.75180;
-    #   the reference: S − 1 = 1 df, t_{0.975,1} = 12.7062: −0.375 ± 12.7062·0.375 = −0.375 ± 4.7648 = [−5.140, +4.390]
+    #   Satterthwaite's ν = (9/8)² / ((9/8)² + (19/24)²/3 + (19/24)²/3) = (2187/1728)/(2909/1728) = 2187/2909 = 0.75180,
+    #   below S − 1 = 1, so kept: t_{0.975, 0.75180} = 28.5153: −0.375 ± 28.5153·0.375 = [−11.068, +10.318]
     d = np.array([[-1, -1, -1, 0], [0, 0, 1, -1]])
     tw = two_way(d)
     assert (tw["ms_s"], tw["ms_p"], tw["ms_e"]) == pytest.approx((9 / 8, 1 / 8, 19 / 24), abs=1e-12)
     assert tw["ms_s"] + tw["ms_p"] < 2 * tw["ms_e"]  # where the seed term used to be dropped
     assert (tw["var_seed"], tw["var_problem"], tw["var_resid"]) == pytest.approx((1 / 12, 0, 19 / 24), abs=1e-12)
-    assert tw["var"] == pytest.approx(9 / 64, abs=1e-12) and tw["df"] == 1.0
+    assert tw["var"] == pytest.approx(9 / 64, abs=1e-12) and tw["df"] == pytest.approx(2187 / 2909, abs=1e-12)
     assert components_variance(1 / 12, 0.0, 19 / 24, 2, 4)[1] == pytest.approx(2187 / 2909, abs=1e-12)
     assert tw["truncated"] == "problem"
     r = t_interval(tw["diff"], tw["var"], tw["df"])
-    assert (r["lo"], r["hi"]) == pytest.approx((-5.140, 4.390), abs=1e-3) and not r["separated"]
+    assert (r["lo"], r["hi"]) == pytest.approx((-11.068, 10.318), abs=1e-3) and not r["separated"]
 
 
 def test_probability_of_improvement_by_hand_count():
@@ -165,7 +165,7 @@ def test_detectable_difference_from_known_components():
     # Var = 1e-4/3 + 4e-3/400 + 4e-2/1200 = 3.3333e-5 + 1e-5 + 3.3333e-5 = 7.6667e-5, SE = 0.0087560
     # expected mean squares MS_S = 0.04 + 400·1e-4 = 0.08, MS_P = 0.04 + 3·4e-3 = 0.052, MS_E = 0.04:
     # Satterthwaite's ν = 0.092² / (0.08²/2 + 0.052²/399 + 0.04²/798) = 0.008464/0.0032088 = 2.6378; the design's
-    # ν is the kept test's, S − 1 = 2: MDE = (t_{0.975,2} + t_{0.80,2})·SE = (4.30265 + 1.06066)·0.0087560 = 0.046961
+    # ν is the kept test's, min(2.6378, S − 1) = 2: MDE = (t_{0.975,2} + t_{0.80,2})·SE = (4.30265 + 1.06066)·0.0087560 = 0.046961
     r = detectable_difference(1e-4, 4e-3, 4e-2, 3, 400)
     assert r["se"] == pytest.approx(0.0087560, abs=1e-6) and r["df"] == 2.0
     assert components_variance(1e-4, 4e-3, 4e-2, 3, 400)[1] == pytest.approx(2.6378, abs=1e-3)

@@ -13,7 +13,7 @@ def test_the_detectable_difference_by_hand_and_the_cheapest_design():
     c = {"var_seed": 0.0004, "var_problem": 0.1, "var_resid": 0.1}
     t = grid(c, [2, 4, 8], [250, 500])
     row = t[(t["seeds"] == 4) & (t["problems"] == 500)].iloc[0]
-    # the design's ν is the kept test's, S − 1 = 3 (analysis.paired.reference_df):
+    # the design's ν is the kept test's, min(Satterthwaite's, S − 1) = 3 (analysis.paired.reference_df):
     # (t_{0.975,3} + t_{0.8,3})·√0.00035 = (3.18245 + 0.97847)·0.018708 = 0.077844
     want = (stats.t.ppf(0.975, 3) + stats.t.ppf(0.8, 3)) * np.sqrt(0.00035)
     assert want == pytest.approx(0.077844, abs=1e-5)

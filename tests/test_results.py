@@ -229,7 +229,7 @@ def _finish(reproduce, folder: Path) -> None:
 
 
 def test_a_check_with_other_seeds_never_overwrites_the_committed_result(tmp_path, monkeypatch):
-    """`reproduce.py default --seeds 0` (the README's check) writes beside results/, not into results/default/."""
+    """`reproduce.py default --check 0` (the README's check) writes beside results/, not into results/default/."""
     sys.path.insert(0, str(ROOT / "experiments"))
     import reproduce
 
@@ -238,7 +238,7 @@ def test_a_check_with_other_seeds_never_overwrites_the_committed_result(tmp_path
     monkeypatch.setattr(results, "from_compare", lambda runs, res, **kw: seen.update(results=res))
     monkeypatch.setattr(reproduce, "run", lambda cmd: seen.update(rescore=cmd))  # the test-set re-scoring
     monkeypatch.setattr(reproduce, "rescored", lambda runs, args: True)
-    args = reproduce.parse_args(["default", "--seeds", "0", "--runs", str(tmp_path / "runs"),
+    args = reproduce.parse_args(["default", "--check", "0", "--runs", str(tmp_path / "runs"),
                                  "--results", str(tmp_path / "results")])
     (tmp_path / "runs" / "default-seeds0").mkdir(parents=True)
     _finish(reproduce, tmp_path / "runs" / "default-seeds0")
