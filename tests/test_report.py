@@ -748,21 +748,21 @@ def test_the_findings_give_the_groups_the_test_orders():
 
 
 def test_the_report_draws_the_pairs_as_a_matrix_and_keeps_the_sentence_to_groups(tmp_path):
-    """Three methods, two seeds × 12 problems: grpo right on all, rft on alternate problems (the same on both seeds),
-    sft on none. grpo − rft: d = 0, 1, 0, 1, ... on both seeds: seed means 0.5, 0.5 -> MS_S = 0; no residual, MS_E = 0;
-    problem means 0 or 1 -> MS_P = 2 · 12 · 0.5²/11 = 0.545, σ²_P = 0.545/2 = 0.273, Var = σ²_P/12 = 0.0227,
-    SE = 0.151; Satterthwaite over M_S = 0 (1 df), M_P = 0.545 (11 df): ν = 11, t(0.975, 11) = 2.201, 0.5 ± 0.332:
-    separated; rft − sft likewise; grpo − sft = 1 on every cell. So grpo > rft > sft, and pairs.png is written and
-    linked."""
+    """Three methods, three seeds × 48 problems: grpo right on all, rft on alternate problems (the same on every
+    seed), sft on none. grpo − rft: d = 0, 1, 0, 1, ... on every seed: seed means 0.5 -> MS_S = 0; no residual,
+    MS_E = 0; problem means 0 or 1 -> MS_P = 3 · 48 · 0.5²/47 = 0.76596, σ²_P = 0.76596/3 = 0.25532,
+    Var = σ²_P/48 = 0.0053191, SE = 0.072932; Satterthwaite over M_S = 0 (2 df), M_P (47 df) gives ν = 47, the kept
+    test min(47, S − 1) = 2: t(0.975, 2) = 4.3027, 0.5 ± 0.3138: separated; rft − sft likewise; grpo − sft = 1 on
+    every cell. So grpo > rft > sft, and pairs.png is written and linked."""
     from analysis import findings
     from analysis.report import pair_matrix
     from analysis.runs import Runs
 
     out = tmp_path / "out"
-    for seed in (0, 1):
-        _finished_run(out, "grpo", seed, [1] * 12)
-        _finished_run(out, "rft", seed, [1, 0] * 6)
-        _finished_run(out, "sft", seed, [0] * 12)
+    for seed in (0, 1, 2):
+        _finished_run(out, "grpo", seed, [1] * 48)
+        _finished_run(out, "rft", seed, [1, 0] * 24)
+        _finished_run(out, "sft", seed, [0] * 48)
     md = write_report(out).read_text()
     png = out / "report" / "pairs.png"
     assert png.is_file() and png.stat().st_size > 0 and "![pairs](pairs.png)" in md
