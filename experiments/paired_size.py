@@ -23,7 +23,8 @@ The truth is 0 under each, exactly: the arms' mean accuracies over seeds, proble
 of the ceiling).
 
 Writes size.csv (generator, S, test, m, level α/m, false-separation rate, its ratio to the level), power.csv
-(generator, S, test, m, power at +0.10) and generators.csv (each generator's parameters and components).
+(generator, S, test, m, power at +0.10), generators.csv (each generator's parameters and components) and table.csv
+(the statistics page's table: every rate at α/21 as a multiple of the level, and the power beside it).
 """
 from __future__ import annotations
 
@@ -90,13 +91,34 @@ def cell(rng, sims: int, S: int, g: dict, chunk: int = 1000) -> dict[str, np.nda
     return {name: np.concatenate(v) for name, v in parts.items()}
 
 
+def summary(size: pd.DataFrame, power: pd.DataFrame, m: int = 21) -> pd.DataFrame:
+    """table.csv, the statistics page's table: each generator and S, every test's false-separation rate at α/m as
+    a multiple of α/m, and the power at +0.10 of the fitted generators (a row per generator, S)."""
+    shown = size[size["m"] == m].pivot_table(index=["generator", "seeds"], columns="test", values="ratio to level",
+                                             sort=False)
+    out = shown[list(seedtests.TESTS)].round(2).reset_index()
+    out.columns = ["generator", "seeds", *[f"{t}: rate / (α/{m})" for t in seedtests.TESTS]]
+    p = power[power["m"] == m].pivot_table(index=["generator", "seeds"], columns="test", values="power", sort=False)
+    p = p[["interval", "seed_df"]].round(3).reset_index()
+    p["generator"] = p["generator"].str.replace(r" [+-]0\.1$", "", regex=True)
+    p.columns = ["generator", "seeds", "interval: power at 0.1", "seed_df: power at 0.1"]
+    return out.merge(p, on=["generator", "seeds"], how="left")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sims", type=int, default=20000, help="experiments per generator and S (default 20,000: a "
                     "rate of 0.0024 is then measured to ±0.00035, one binomial SD)")
     ap.add_argument("--out", type=Path, default=RESULTS / "paired_size", help="the folder to write")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--table", action="store_true", help="only re-make table.csv from the folder's size.csv and "
+                    "power.csv")
     args = ap.parse_args(argv)
+    if args.table:
+        summary(pd.read_csv(args.out / "size.csv"), pd.read_csv(args.out / "power.csv")).to_csv(
+            args.out / "table.csv", index=False)
+        print(f"table written to {args.out / 'table.csv'}")
+        return 0
     rng = np.random.default_rng(args.seed)
     gens = generators()
     size, power, start = [], [], time.time()
@@ -125,6 +147,7 @@ def main(argv=None) -> int:
         rows.append({**{k: (round(v, 6) if isinstance(v, float) else v) for k, v in g.items()},
                      "σ²_S": vs, "σ²_P": vp, "σ²_E": ve})
     pd.DataFrame(rows).to_csv(args.out / "generators.csv", index=False)
+    summary(pd.DataFrame(size), pd.DataFrame(power)).to_csv(args.out / "table.csv", index=False)
     print(f"size, power and generators written to {args.out} ({time.time() - start:.0f} s)")
     return 0
 

@@ -215,6 +215,12 @@ RECIPES = {
                               "would decide otherwise", "command",
                               command=["experiments/paired_coverage.py", "--out", "OUT/coverage.csv"],
                               quick=["--sims", "50"], keep=["coverage.csv", "components.csv", "verdicts.csv"]),
+    "paired_size": Recipe("the paired tests' real size at Holm's levels (α/m, m = 1-25) and their power: five tests on "
+                          "binary outcomes under each of four results' fitted components, a stable arm beside a "
+                          "seed-variable one and two skewed near-ceiling nulls, S = 3, 5, 10, 20, P = 500, 20,000 "
+                          "experiments a cell", "command",
+                          command=["experiments/paired_size.py", "--out", "OUT"], quick=["--sims", "200"],
+                          keep=["size.csv", "power.csv", "generators.csv", "table.csv"]),
     "rft_vs_online": Recipe(
         "DeepSeekMath §5.2.1 in one design: RFT, online RFT and @filled, each rate tuned at 1,000 steps (2 seeds), and "
         "the controls at their parent's rate (RFT's pool sampled afresh, RFT thinned, @filled on fixed prompts, @filled "
