@@ -195,13 +195,45 @@ def merge(seed_out: Path, results: Path, seed: int, families: dict | None) -> No
     seeds[COLUMNS].to_csv(results / FILE, index=False)
 
 
+def test_table(results: Path) -> pd.DataFrame:
+    """test_seeds.csv: each method's (and the base's and teacher's) test-problem scores over the findings' seeds, as
+    mean ± the 95% t half-width over seeds (t_{0.975, S−1}·SD/√S), the seeds named."""
+    from scipy import stats
+
+    from analysis.redecide import decided_on
+
+    frame = pd.read_csv(results / "problems.csv.gz")
+    seeds = decided_on(results) or sorted(frame["seed"].unique())
+    frame = frame[frame["seed"].isin(seeds)]
+    runs = list(dict.fromkeys(pd.read_csv(results / "summary.csv")["method"]))  # the result's own order
+    order = [m for m in dict.fromkeys(frame["method"]) if m not in runs and m != "teacher"] + \
+        [m for m in runs if m in set(frame["method"])] + (["teacher"] if "teacher" in set(frame["method"]) else [])
+    rows = []
+    for method in order:
+        per = frame[frame["method"] == method].groupby("seed")[["greedy", "majk", "passk", "pass1"]].mean()
+        row = {"method": method, "test seeds": ", ".join(map(str, per.index))}
+        for col, name in (("greedy", "greedy"), ("majk", "maj@k"), ("passk", "pass@k"), ("pass1", "pass@1")):
+            x = per[col].dropna()
+            if len(x) == 0:
+                row[name] = "–"
+            elif len(x) == 1:
+                row[name] = f"{x.iloc[0]:.3f}"
+            else:
+                half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / len(x) ** 0.5
+                row[name] = f"{x.mean():.3f} ± {half:.3f}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def remake(results: Path, sims: int | None = None) -> list[dict]:
-    """The findings, families, plan and headline of a result from its committed test seeds -> the changed verdicts."""
+    """The findings, families, plan, headline and test-seed table (test_seeds.csv) of a result from its committed
+    test seeds -> the changed verdicts."""
     from analysis import plan, redecide
     from analysis.families import check
     import yaml
 
     changed = redecide.redecide(results)
+    test_table(results).to_csv(results / "test_seeds.csv", index=False)
     cfg = yaml.safe_load((results / "config.yaml").read_text()) or {}
     spec = check(cfg.get("families"))
     if any(f.get("min_effect") is not None for f in spec.values()):
