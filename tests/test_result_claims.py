@@ -171,99 +171,112 @@ def _six_accuracy() -> dict[str, tuple[float, float]]:
 
 
 def test_readme_smollm2():
-    """The README's real-model section: the SFT model at 0.438 greedy, and at 32 steps every method that learns from
-    its own samples above it (on the carries) and below sft_filtered, both family-wise; on the toy the same four above
-    sft_filtered per comparison, not family-wise."""
-    _says(README.read_text(), "then each method from that SFT model (0.438 greedy)",
-          "At 32 steps, every method that learns from its own samples gains over the SFT model (on the carries) and "
-          "ends below `sft_filtered`, family-wise; on the toy the same four beat it per comparison only.",
-          "paired on 500 test problems (Holm over 5):")
+    """The README's real-model section: the SFT model at 0.438 greedy, rates tuned at seed 0 and the findings on the
+    test seeds 1, 2; at 32 steps no method's greedy accuracy separated from sft_filtered's or the SFT model's,
+    family-wise or per comparison, on any subgroup, with the interval's one degree of freedom and the design's
+    detectable difference."""
+    readme = README.read_text()
+    _says(readme, "then each method from that SFT model (0.438 greedy), rates tuned on validation at seed 0; each "
+          "method − `sft_filtered`, paired on 500 test problems at the test seeds 1, 2 (Holm over 5):",
+          "At 32 steps no method's greedy accuracy is separated from `sft_filtered`'s or the SFT model's, family-wise "
+          "or per comparison: two test seeds leave the interval one degree of freedom, and the design detects 0.257 "
+          "(median over pairs).")
     import yaml
+
+    from analysis.seeds import roles
 
     made = yaml.safe_load((RESULTS / "smollm2_slip" / "config.yaml").read_text())
     assert made["train"]["steps"] == 32 and made["train"]["prompts_per_step"] * made["train"]["group_size"] == 16
+    assert roles(RESULTS / "smollm2_slip") == {"tuning": [0], "test": [1, 2]}
+    assert (RESULTS / "smollm2_slip" / "findings.md").read_text().startswith(
+        "- Findings on the test seeds 1, 2; seeds 0 chose the rates and are left out.")
     assert _csv("smollm2_slip/table.csv").set_index("method").loc["base model (step 0)",
                                                               "test accuracy, 500 problems"] == "0.438"
-    g = pd.read_csv(RESULTS / "smollm2_slip" / "gains.csv", dtype=str)
-    g = g[(g["metric"] == "greedy") & (g["over"] == "base model")].set_index(["subgroup", "method"])
-    o = _csv("smollm2_slip/over_sft_filtered.csv").set_index("method")
-    _says(README.read_text(), "6 methods x 3 seeds, 500 test problems: 2.03 h")
+    _says(readme, "6 methods x 3 seeds, 500 test problems: 2.03 h")
     assert _csv("smollm2_slip/wall.csv").loc[0, "wall_h"] == "2.03"
+    o = _csv("smollm2_slip/over_sft_filtered.csv").set_index("method")
     assert len(o) == 5  # the family over sft_filtered: its 5 comparisons
-    for m in ("rft", "online_rft", "grpo", "dr_grpo"):
-        assert g.loc[("all", m), "separated family-wise (Holm)"] == "yes" and \
-            _num(g.loc[("all", m), "gain [95% interval]"]) > 0
-        assert g.loc[("carry", m), "separated family-wise (Holm)"] == "yes"
-        assert _num(o.loc[m, "all"]) < 0 and o.loc[m, "all"].endswith("separated family-wise")
-    toy = _csv("default/over_sft_filtered.csv").set_index("method")
-    assert all(_num(toy.loc[m, "all"]) > 0 and toy.loc[m, "all"].endswith("separated per comparison")
-               for m in ("rft", "online_rft", "grpo", "dr_grpo"))
+    assert not o.map(lambda c: "separated" in c).to_numpy().any()  # no cell separated, in any subgroup
+    fam = pd.read_csv(RESULTS / "smollm2_slip" / "families.csv")
+    assert set(fam["family"]) == {"over_sft_filtered", "over_base"} and len(fam) == 6
+    assert (fam["separated per comparison"] == 0).all() and (fam["separated family-wise (Holm)"] == 0).all()
+    assert (fam[fam["family"] == "over_sft_filtered"]["members"] == 5).all()
+    g = pd.read_csv(RESULTS / "smollm2_slip" / "gains.csv", dtype=str)
+    g = g[g["metric"] == "greedy"]
+    assert len(g) == 18 and (g["separated"] == "no").all() and (g["seeds"] == "2").all()  # 6 methods × 3 subgroups
+    p = _csv("smollm2_slip/pairs.csv")
+    assert set(p["seeds"]) == {"2"}  # S − 1 = 1: ν of every interval is at most 1
+    assert _csv("smollm2_slip/design.csv").set_index("metric").loc[
+        "greedy", "detectable difference (median over pairs)"] == "0.257"
 
 
 def test_smollm2_what_the_table_shows():
     """'From a base at 0.167, the final models score 0.508–0.654 greedy on the 500 problems; DPO collapses to 0.062.'
-    'Where the two seeds disagree (SFT's 0.508 ± 0.915 on the 500) the interval has about one degree of freedom, so
-    only 3 of the 15 greedy pairs are separated and the design detects differences of 0.464 (median over pairs); 13
-    seeds would halve that, more problems would not. At 2 seeds the interval also under-covers where seeds dominate
-    Var(D) (the coverage table of the statistics page ...)'
-    'Online RFT against RFT is not separated, +0.063 [−0.008, +0.134] greedy: DeepSeekMath §5.2.1's direction, as in the eight-method
-    table below (+0.069 paired by seed); the default comparison's 1M-parameter model shows it reversed.'
+    'No greedy pair is separated, family-wise (Holm over the 15, declared after the runs) or per comparison, DPO's
+    collapse included (online RFT − DPO +0.591 [−0.040, +1.222]). The findings use seeds 0 and 1 (no seed chose the
+    rates), so the interval has one degree of freedom ..., the design detects differences of 0.658 (median over
+    pairs); 13 seeds would halve that, more problems would not.'
+    'Online RFT against RFT is not separated, +0.063 [−0.149, +0.275] greedy: DeepSeekMath §5.2.1's direction, as in
+    the eight-method table below (+0.069 paired by seed), but two seeds do not decide it.'
     'GRPO against online RFT is not separated (+0.001 [−0.292, +0.294] greedy): the group methods GRPO, online RFT
-    and RLOO end at 0.632–0.654'
+    and RLOO end at 0.632–0.654, and their seeds cross.'
     'Every last-third interval contains 0 at 2 seeds; GRPO (+0.104) and RLOO (+0.083) gained most over it.'"""
     page = _page("smollm2.md")
     _says(page,
           "From a base at 0.167, the final models score 0.508–0.654 greedy on the 500 problems; DPO collapses to 0.062.",
-          "Where the two seeds disagree (SFT's 0.508 ± 0.915 on the 500) the interval has about one degree of freedom, "
-          "so only 3 of the 15 greedy pairs are separated per comparison, none family-wise (Holm over the 15, declared "
-          "after the runs), and the design detects differences of 0.464 (median over pairs); 13 seeds would halve that, "
-          "more problems would not.",
-          "under-covers where seeds dominate Var(D) and the problems' component is large (0.899 at a seeds' share of 0.9 "
-          "in the SmolLM2 result's greedy regime: the coverage table of [the statistics page]"
-          "(../concepts/statistics.md), `results/paired_coverage/coverage.csv`).",
-          "**Online RFT against RFT is not separated**, +0.063 [−0.008, +0.134] greedy: DeepSeekMath §5.2.1's "
-          "direction, as in the eight-method table below (+0.069 paired by seed), but two seeds do not decide it; the "
-          "1M-parameter model finished on 600 correct demonstrations shows it reversed at 200 steps "
-          "(`results/default_scarce`).",
+          "**Two seeds decide none of it.** No greedy pair is separated, family-wise (Holm over the 15, declared after "
+          "the runs) or per comparison, DPO's collapse included (online RFT − DPO +0.591 [−0.040, +1.222]). The "
+          "findings use seeds 0 and 1 (no seed chose the rates), so the interval has one degree of freedom (ν at most "
+          "S − 1), and where the two seeds disagree (SFT's 0.508 ± 0.915 on the 500) it is wide: the design detects "
+          "differences of 0.658 (median over pairs); 13 seeds would halve that, more problems would not.",
+          "**Online RFT against RFT is not separated**, +0.063 [−0.149, +0.275] greedy: DeepSeekMath §5.2.1's "
+          "direction, as in the eight-method table below (+0.069 paired by seed), but two seeds do not decide it.",
           "**GRPO against online RFT is not separated** (+0.001 [−0.292, +0.294] greedy): the group methods GRPO, "
-          "online RFT and RLOO end at 0.632–0.654",
+          "online RFT and RLOO end at 0.632–0.654, and their seeds cross.",
           "Every last-third interval contains 0 at 2 seeds; GRPO (+0.104) and RLOO (+0.083) gained most over it.")
+    for gone in ("under-covers where seeds dominate Var(D)", "shows it reversed at 200 steps"):
+        assert gone not in _flat(page), gone  # the Satterthwaite interval's coverage; default_scarce's old verdict
     acc = _six_accuracy()
     assert _is(acc["sft"][0], "0.508") and _is(acc["sft"][1], "0.915")
-    cov = pd.read_csv(RESULTS / "paired_coverage" / "coverage.csv")
-    two = cov[(cov["regime"] == "smollm2_slip greedy") & (cov["seeds"] == 2)].set_index("seeds' share of Var(D)")
-    assert _is(two.loc[0.9, "coverage"], "0.899") and (two.loc[0.0, "coverage"] > 0.95)
     assert _span([acc[m][0] for m in ("grpo", "online_rft", "rloo")], "0.632", "0.654")
-    pairs = _csv("smollm2/pairs.csv")
-    greedy = pairs[pairs["metric"] == "greedy"]
-    assert len(greedy) == 15 and (greedy["separated"] == "yes").sum() == 3
-    # family-wise: Holm over the 15 greedy pairs, their p-values from the outcomes (results/smollm2 is not re-decided)
-    import itertools
-
-    from analysis import families, paired
-
-    out = pd.read_csv(RESULTS / "smollm2" / "problems.csv.gz")
-    six = ["sft", "rft", "online_rft", "dpo", "grpo", "rloo"]
-    p = [paired.paired_difference(out, a, b, "greedy")["p"] for a, b in itertools.combinations(six, 2)]
-    assert len(p) == 15 and (families.holm(p) < 0.05).sum() == 0
+    assert _span([acc[m][0] for m in SIX if m != "dpo"], "0.508", "0.654") and _is(acc["dpo"][0], "0.062")
     import yaml
 
+    from analysis.seeds import roles
+
+    assert roles(RESULTS / "smollm2") == {"tuning": [], "test": [0, 1]}
+    assert (RESULTS / "smollm2" / "findings.md").read_text().startswith(
+        "- Findings on seeds 0, 1 (no seed took part in choosing rates).")
+    pairs = _csv("smollm2/pairs.csv")
+    greedy = pairs[pairs["metric"] == "greedy"]
+    assert len(greedy) == 15 and (greedy["separated"] == "no").all()
+    assert (greedy["separated family-wise (Holm)"] == "no").all() and set(greedy["family"]) == {"every_pair"}
+    fam = _csv("smollm2/families.csv").set_index("family")
+    assert (fam.loc["every_pair", "members"], fam.loc["every_pair", "separated per comparison"],
+            fam.loc["every_pair", "separated family-wise (Holm)"]) == ("15", "0", "0")
     assert yaml.safe_load((RESULTS / "smollm2" / "config.yaml").read_text())["families"]["every_pair"] == \
         {"pairs": "all", "metric": "greedy", "declared": "after the runs"}
     assert set(greedy["seeds"]) == {"2"} and set(greedy["problems"]) == {"500"}
+    assert _pair("smollm2", "online_rft", "dpo") == "+0.591 [-0.040, +1.222]"
+    # one degree of freedom: the interval's half-width is t_{0.975, 1} × SE, recovered from its p-value
+    from scipy import stats
+
+    r = greedy.set_index("comparison").loc["online_rft − dpo"]
+    d, lo, hi = _iv(r["Δ [95% interval]"])
+    se = (hi - lo) / 2 / stats.t.ppf(0.975, 1)
+    assert abs(2 * stats.t.sf(abs(d) / se, 1) - float(r["p"])) < 0.002
     d = _csv("smollm2/design.csv").set_index("metric")
-    assert d.loc["greedy", "detectable difference (median over pairs)"] == "0.464"
+    assert d.loc["greedy", "detectable difference (median over pairs)"] == "0.658"
+    assert (d.loc["greedy", "seeds to halve it"], d.loc["greedy", "problems to halve it"]) == ("13", "not reachable")
     f = _csv("smollm2/findings.csv")
     g = f[f["metric"] == "greedy"].set_index("comparison")
-    assert g.loc["online_rft − rft", "Δ [95% interval]"] == "+0.063 [-0.008, +0.134]"
+    assert g.loc["online_rft − rft", "Δ [95% interval]"] == "+0.063 [-0.149, +0.275]"
     assert g.loc["online_rft − rft", "verdict"] == "not separated"
     assert g.loc["grpo − online_rft", "Δ [95% interval]"] == "+0.001 [-0.292, +0.294]"
     assert g.loc["grpo − online_rft", "verdict"] == "not separated"
+    assert greedy.set_index("comparison").loc["online_rft − grpo", "P(A>B)"] == "0.50"  # their seeds cross
     d8, _ = _pm(_eight("findings.csv").set_index("comparison").loc["online_rft − rft", "Δ greedy"])
     assert _is(d8, "+0.069")
-    dflt = _csv("default_scarce/findings.csv")
-    assert dflt[(dflt["comparison"] == "online_rft − rft") & (dflt["metric"] == "greedy")]["verdict"].iloc[0] \
-        == "reversed"
     c = _csv("smollm2/change.csv")
     late = {m: _pm(v) for m, v in zip(c["method"], c["Δ greedy, late"])}
     assert all(abs(d) <= h for d, h in late.values())
@@ -870,8 +883,9 @@ def test_word_problems_pipeline_separates_no_gain():
     assert _is(_num(_wpp("why.csv").loc["grpo", "zero-var groups"]) * 100, "72")
     g = _wpp("gains.csv")
     assert not any((g["separated"] == "yes") & (g["gain [95% interval]"].map(_num) > 0))
+    assert (g["separated family-wise (Holm)"] == "no").all()
     d = _csv("word_problems_pipeline/design.csv").set_index("metric")
-    assert d.loc["greedy", "seeds"] == "2" and d.loc["greedy", "detectable difference (median over pairs)"] == "0.222"
+    assert d.loc["greedy", "seeds"] == "2" and d.loc["greedy", "detectable difference (median over pairs)"] == "0.430"
 
 
 def test_word_problems_pipeline_what_it_shows():
@@ -881,11 +895,13 @@ def test_word_problems_pipeline_what_it_shows():
     _says(page,
           "64 steps of worked answers take the chat model from 0.125 to 0.917 greedy on the 48 curve problems (11 min "
           "of training)", "that SFT model scores 0.910 on the 200.",
-          "**No gain over the SFT model is separated.** On the 200 problems the final models score 0.850–0.915 (DPO "
-          "0.385), and no gain is separated by the paired test: continued SFT +0.005 [−0.194, +0.204], GRPO with "
-          "dynamic sampling −0.003 [−0.046, +0.041]. RFT's −0.052 [−0.105, +0.000] is not separated either; one loss "
-          "is, family-wise: DPO −0.525, which collapses as on the addition table. The design detects differences of 0.222 with 80% power (below); "
-          "smaller gains may exist.",
+          "**No gain over the SFT model is separated.** Family-wise (Holm over the 8 methods compared with it, declared "
+          "after the runs) no difference from the SFT model is separated, on seeds 0 and 1 (no seed chose the rates). "
+          "On the 200 problems the final models score 0.850–0.915 (DPO 0.385), and per comparison no gain is separated "
+          "either: continued SFT +0.005 [−0.417, +0.427], GRPO with dynamic sampling −0.003 [−0.263, +0.258], RFT "
+          "−0.052 [−0.305, +0.200]. One loss is, per comparison only: DPO −0.525 [−0.988, −0.062], which collapses as "
+          "on the addition table. The design detects differences of 0.430 with 80% power (below); smaller gains and "
+          "losses may exist.",
           "Its samples at temperature 0.7 are right 0.79 of the time at the start, so 67–73% of GRPO's, RLOO's and "
           "online RFT's groups of 4 have equal rewards. Four wrong answers need four of the 21% wrong samples, so at "
           "least 0.51 of GRPO's groups are four right answers", "No answer is cut at 128 tokens.",
@@ -893,11 +909,12 @@ def test_word_problems_pipeline_what_it_shows():
           "`grpo@ds` draws 14.6 prompts a step for its 4 groups (0.75 of the drawn groups have equal rewards; 0.21 of "
           "those it trains on", "generates 3.7× GRPO's tokens (42,559 against 11,626) and trains 2.2× as long (623 s "
           "against 280 s; 38.9 s a step, 29.0 s of it generating)",
-          "(0.907 ± 0.032 on the 200, the narrowest interval of the table); against RFT it is +0.050 [−0.015, +0.115], "
-          "not separated.",
+          "Its −0.003 from the SFT model is not separated; its two seeds agree most closely (0.907 ± 0.032 on the 200, "
+          "the narrowest interval of the table); against RFT it is +0.050 [−0.175, +0.275], not separated.",
           "During training GRPO's samples go from 0.79 to 0.84 right, online RFT's to 0.85, and RLOO's stay at 0.79, "
           "while their greedy accuracy on the 32 curve problems changes by −0.031 to +0.000",
-          "**Two seeds detect differences of 0.222** (median over pairs); 8 seeds or 800 problems would halve that.",
+          "**Two seeds detect differences of 0.430** (median over pairs); 28 seeds would halve that, more problems would "
+          "not.",
           "the eight methods' 16 cells about 62 min (188–1,167 s of training each; PPO's the longest, 72.9 s a step "
           "against GRPO's 17.5 s), and the 17 models' re-scoring")
     summary = _csv("word_problems_pipeline/summary.csv")
@@ -912,12 +929,18 @@ def test_word_problems_pipeline_what_it_shows():
     assert _is(wide["grpo@ds"][0], "0.907") and _is(wide["grpo@ds"][1], "0.032")
     assert min(wide, key=lambda m: wide[m][1]) == "grpo@ds"
     g = _wpp("gains.csv")["gain [95% interval]"]
-    assert g["sft"] == "+0.005 [-0.194, +0.204]" and g["grpo@ds"] == "-0.003 [-0.046, +0.041]"
-    assert g["rft"] == "-0.052 [-0.105, +0.000]" and _is(_num(g["dpo"]), "−0.525")
+    assert g["sft"] == "+0.005 [-0.417, +0.427]" and g["grpo@ds"] == "-0.003 [-0.263, +0.258]"
+    assert g["rft"] == "-0.052 [-0.305, +0.200]" and g["dpo"] == "-0.525 [-0.988, -0.062]"
     sep = _wpp("gains.csv")["separated"]
-    assert sorted(sep[sep == "yes"].index) == ["dpo"]
+    assert sorted(sep[sep == "yes"].index) == ["dpo"]  # "One loss is, per comparison only"
     fw = _wpp("gains.csv")["separated family-wise (Holm)"]
-    assert sorted(fw[fw == "yes"].index) == ["dpo"]  # "one loss is, family-wise: DPO −0.525"
+    assert len(fw) == 8 and (fw == "no").all()  # Holm over the 8: none
+    fam = _csv("word_problems_pipeline/families.csv").set_index("family")
+    assert (fam.loc["over_base", "members"], fam.loc["over_base", "separated family-wise (Holm)"],
+            fam.loc["over_base", "declared"]) == ("8", "0", "after the runs")
+    from analysis.seeds import roles
+
+    assert roles(RESULTS / "word_problems_pipeline") == {"tuning": [], "test": [0, 1]}
     w = _wpp("why.csv")
     group = ["grpo", "rloo", "online_rft"]
     assert all(_is(_arrow(w.loc[m, "sampled acc"])[0], "0.79") for m in group + ["ppo"])
@@ -942,11 +965,11 @@ def test_word_problems_pipeline_what_it_shows():
     assert _is(_num(tm.loc["grpo@ds", "s / step"]), "38.9") and _is(_num(tm.loc["grpo@ds", "generate"]), "29.0")
     assert _is(_num(tm.loc["ppo", "s / step"]), "72.9") and _is(_num(tm.loc["grpo", "s / step"]), "17.5")
     pairs = _csv("word_problems_pipeline/pairs.csv").set_index(["comparison", "metric"])
-    assert pairs.loc[("rft − grpo@ds", "greedy"), "Δ [95% interval]"] == "-0.050 [-0.115, +0.015]"
+    assert _flip(pairs.loc[("rft − grpo@ds", "greedy"), "Δ [95% interval]"]) == "+0.050 [−0.175, +0.275]"
     assert pairs.loc[("rft − grpo@ds", "greedy"), "separated"] == "no"
     d = _csv("word_problems_pipeline/design.csv").set_index("metric")
-    assert d.loc["greedy", "detectable difference (median over pairs)"] == "0.222"
-    assert d.loc["greedy", "seeds to halve it"] == "8" and d.loc["greedy", "problems to halve it"] == "800"
+    assert d.loc["greedy", "detectable difference (median over pairs)"] == "0.430"
+    assert d.loc["greedy", "seeds to halve it"] == "28" and d.loc["greedy", "problems to halve it"] == "not reachable"
 
 
 # -- the default comparison (results/default/) -----------------------------------------------------------------------
@@ -1662,61 +1685,97 @@ def test_the_slip_sweep_section():
 
 
 def test_the_smollm2_slip_section():
-    """The SmolLM2 page's 'RL from an SFT model' against results/smollm2_slip_dpo/ and its stage check: the gains
-    over the SFT model and every sampling method below sft_filtered, family-wise, the SFT model on test, its other
-    starts, the pilot's plan, the carry split and the time."""
+    """The SmolLM2 page's 'RL from an SFT model' against results/smollm2_slip_dpo/ and its stage check: the findings on
+    the test seeds 1, 2; family-wise nothing separated, per comparison only DPO at β 0.1; the gains over the SFT model
+    and the differences from sft_filtered, none separated, with the design's detectable difference; the SFT model on
+    test, its other starts, the pilot's plan at the kept test's ν, the carry split and the toy's ordering."""
+    from analysis.paired import detectable_difference
+    from analysis.seeds import roles
+
     page = _page("smollm2.md")
     g = pd.read_csv(RESULTS / "smollm2_slip_dpo" / "gains.csv", dtype=str)  # every subgroup's rows
     g = g[(g["metric"] == "greedy") & (g["over"] == "base model")].set_index(["subgroup", "method"])
     sampling = ["rft", "online_rft", "grpo", "dr_grpo", "dpo@beta1"]
     gain = {k: _num(v) for k, v in g["gain [95% interval]"].items()}
-    _says(page, "At this budget (32 steps of 16 sequences, three evaluations a run), every method that learns from its "
-          "own samples gains over the SFT model (+0.111 to +0.140 greedy, separated family-wise), and all of it on the "
-          "sums with a carry; continued SFT gains nothing (+0.004, not separated). But SFT on the demonstrations the "
-          "checker accepts gains more (+0.192), and every such method ends below it, separated family-wise (Holm over "
-          "the 7 methods compared with it, a family declared after the runs): by −0.052 [−0.100, −0.004] (RFT) to "
-          "−0.081 (Dr. GRPO).", "the wider per-seed t-interval (the statistics page's coverage section) gives "
-          "[−0.112, +0.008] for it and does not separate it")
-    assert _span([gain[("all", m)] for m in sampling if m != "dpo@beta1"], "+0.111", "+0.140")
-    assert all(g.loc[("all", m), "separated family-wise (Holm)"] == "yes" for m in sampling)
-    ev = _csv("smollm2_slip/evals.csv")
-    assert sorted(set(ev["step"].astype(int))) == [0, 16, 32]  # three evaluations a run, 32 steps
-    # the per-seed t-interval of RFT − sft_filtered: mean ± t_{0.975, 2}·sd of the 3 per-seed differences / √3
-    import math
-
-    from scipy import stats
-
-    out = pd.read_csv(RESULTS / "smollm2_slip_dpo" / "problems.csv.gz")
-    per_seed = out[out["method"] == "rft"].groupby("seed")["greedy"].mean() - \
-        out[out["method"] == "sft_filtered"].groupby("seed")["greedy"].mean()
-    half = stats.t.ppf(0.975, 2) * per_seed.std(ddof=1) / math.sqrt(3)
-    assert (f"{per_seed.mean() - half:+.3f}", f"{per_seed.mean() + half:+.3f}") == ("-0.112", "+0.008")
-    assert _is(gain[("all", "sft")], "+0.004") and g.loc[("all", "sft"), "separated"] == "no"
-    assert _is(gain[("all", "sft_filtered")], "+0.192") and max(gain[("all", m)] for m in sampling) < 0.192
+    _says(page, "Every rate is chosen on validation at seed 0, the tuning seed; every final model, and the SFT model, "
+          "is scored on the same 500 test problems, greedily and with 4 samples, and the findings use the test seeds 1 "
+          "and 2 (`findings.md`'s first line).",
+          "**In short.** On the test seeds 1 and 2 (seed 0 chose the rates and is left out) no greedy gain over the SFT "
+          "model and no greedy difference from `sft_filtered` is separated family-wise, on all problems or on either "
+          "carry subgroup (Holm over the 8 methods compared with the SFT model and over the 7 compared with "
+          "`sft_filtered`, families declared after the runs). Per comparison only DPO at β 0.1's collapse is "
+          "separated, on all problems −0.425 [−0.739, −0.111] from the SFT model and −0.619 [−0.919, −0.319] from "
+          "`sft_filtered`. At this budget (32 steps of 16 sequences, three evaluations a run) the methods that learn "
+          "from their own samples or the checker's pairs (RFT, online RFT, GRPO, Dr. GRPO and DPO at β 1) end +0.115 "
+          "to +0.156 greedy from the SFT model and −0.038 [−0.224, +0.148] (RFT) to −0.079 (GRPO) from "
+          "`sft_filtered`; `sft_filtered` ends +0.194 from the SFT model and continued SFT −0.030; none of these is "
+          "separated. Each of the two test seeds puts each of those five methods above the SFT model and below "
+          "`sft_filtered` (P(A>B) 1.00 in every one of these pairs), but two test seeds give the interval one degree "
+          "of freedom and the design detects greedy differences of 0.266 (median over pairs; α 0.05, power 0.8): this "
+          "result cannot decide how these methods order.")
+    for gone in ("separated family-wise (Holm over the 7", "no method gains over both SFT baselines",
+                 "per-seed t-interval", "is reversed here"):
+        assert gone not in _flat(page), gone
+    folder = RESULTS / "smollm2_slip_dpo"
+    assert roles(folder) == {"tuning": [0], "test": [1, 2]}
+    assert (folder / "findings.md").read_text().startswith(
+        "- Findings on the test seeds 1, 2; seeds 0 chose the rates and are left out.")
+    fam = pd.read_csv(folder / "families.csv").set_index(["family", "subgroup"])
+    assert (fam["separated family-wise (Holm)"] == 0).all() and len(fam) == 6
+    assert (fam.xs("over_base", level="family")["members"] == 8).all()
+    assert (fam.xs("over_sft_filtered", level="family")["members"] == 7).all()
+    assert set(fam["declared"]) == {"after the runs"}
+    assert [k for k in g.index if g.loc[k, "separated"] == "yes"] == [("all", "dpo"), ("no_carry", "dpo")]
+    assert (g["separated family-wise (Holm)"] == "no").all() and set(g["seeds"]) == {"2"}
+    assert g.loc[("all", "dpo"), "gain [95% interval]"] == "-0.425 [-0.739, -0.111]"
+    assert _span([gain[("all", m)] for m in sampling], "+0.115", "+0.156")
+    assert _is(gain[("all", "sft_filtered")], "+0.194") and _is(gain[("all", "sft")], "−0.030")
+    assert all((g.loc[("all", m), "P(A>B)"]) == "1.00" for m in sampling)
     o = _csv("smollm2_slip_dpo/over_sft_filtered.csv").set_index("method")
-    assert all(o.loc[m, "all"].endswith("separated family-wise") and _num(o.loc[m, "all"]) < 0 for m in sampling)
-    assert len(o) == 7 and o.loc["rft", "all"] == "-0.052 [-0.100, -0.004], separated family-wise"
-    assert _is(_num(o.loc["dr_grpo", "all"]), "-0.081")
-    _says(page, "+0.174 to +0.220, separated family-wise",
-          "where the SFT model scores 0.842, online RFT loses −0.151, separated per comparison but not family-wise",
-          "by a hair and per comparison (+0.119 [+0.000, +0.237])")
-    assert _span([gain[("carry", m)] for m in sampling], "+0.174", "+0.220")
-    assert all(g.loc[("carry", m), "separated family-wise (Holm)"] == "yes" for m in sampling)
-    assert _is(gain[("no_carry", "online_rft")], "-0.151") and g.loc[("no_carry", "online_rft"), "separated"] == "yes"
-    assert g.loc[("no_carry", "online_rft"), "separated family-wise (Holm)"] == "no"
-    assert all(g.loc[("no_carry", m), "separated"] == "no" for m in sampling if m != "online_rft")
-    assert int(g.loc[("carry", "rft"), "problems"]) == 354 and int(g.loc[("no_carry", "rft"), "problems"]) == 146
-    _says(page, "gains +0.004 [−0.125, +0.133] on test: not separated", "are on the 354 sums with a carry")
-    assert g.loc[("all", "sft"), "gain [95% interval]"] == "+0.004 [-0.125, +0.133]"  # the interval, as written
+    assert len(o) == 7 and o.loc["rft", "all"] == "-0.038 [-0.224, +0.148]"
+    assert o.loc["dpo", "all"] == "-0.619 [-0.919, -0.319], separated per comparison"
+    assert _span([_num(o.loc[m, "all"]) for m in sampling], "−0.079", "−0.038")  # "−0.038 (RFT) to −0.079 (GRPO)"
+    assert _is(_num(o.loc["grpo", "all"]), "−0.079") and min(sampling, key=lambda m: _num(o.loc[m, "all"])) == "grpo"
+    assert [m for m in o.index if any("separated" in o.loc[m, c] for c in o.columns)] == ["dpo"]
     p = _csv("smollm2_slip_dpo/pairs.csv")
     p = p[(p["metric"] == "greedy") & (p["subgroup"] == "all")].set_index("comparison")
-    assert p.loc["sft − dpo@beta1", "Δ [95% interval]"] == "-0.119 [-0.237, -0.000]"
-    assert all(p.loc[f"sft − {m}", "separated"] == "no" for m in sampling if m != "dpo@beta1")
+    assert all(p.loc[f"sft_filtered − {m}", "P(A>B)"] == "1.00" for m in sampling)
+    d = _csv("smollm2_slip_dpo/design.csv").set_index("metric")
+    assert (d.loc["greedy", "seeds"], d.loc["greedy", "detectable difference (median over pairs)"]) == ("2", "0.266")
+    assert set(p["seeds"]) == {"2"}  # ν at most S − 1 = 1
+    ev = _csv("smollm2_slip/evals.csv")
+    assert sorted(set(ev["step"].astype(int))) == [0, 16, 32]  # three evaluations a run, 32 steps
+    _says(page, "ends −0.030 [−0.248, +0.188] from it on test (seeds 1 and 2): not separated, at a design that detects "
+          "0.266 (median over pairs).")
+    assert g.loc[("all", "sft"), "gain [95% interval]"] == "-0.030 [-0.248, +0.188]"
+    assert g.loc[("all", "sft"), "separated"] == "no"
+    # the carry split: none of the five separated in either subgroup, from the SFT model or from sft_filtered
+    _says(page, "Over the SFT model the five methods that learn from samples or pairs end +0.175 to +0.242 on the 354 "
+          "sums with a carry and −0.147 (online RFT) to −0.027 on the 146 without one, where the SFT model scores "
+          "0.842; none of these is separated, family-wise or per comparison, and neither subgroup separates any of "
+          "them from `sft_filtered`. Per comparison DPO at β 0.1 is separated below `sft_filtered` in both subgroups "
+          "and below the SFT model on the sums without a carry (−0.836 [−1.227, −0.445]), family-wise nowhere. "
+          "Against continued SFT none of the five is separated either.")
+    assert _span([gain[("carry", m)] for m in sampling], "+0.175", "+0.242")
+    assert _span([gain[("no_carry", m)] for m in sampling], "−0.147", "−0.027")
+    assert min(sampling, key=lambda m: gain[("no_carry", m)]) == "online_rft"
+    assert g.loc[("no_carry", "dpo"), "gain [95% interval]"] == "-0.836 [-1.227, -0.445]"
+    assert int(g.loc[("carry", "rft"), "problems"]) == 354 and int(g.loc[("no_carry", "rft"), "problems"]) == 146
+    assert "On the test problems without a carry, over the base model (0.842 greedy; 2 seeds × 146 problems)" in \
+        (folder / "findings.md").read_text()
+    assert all("separated" not in o.loc[m, c] for m in sampling for c in ("carry", "no_carry"))
+    assert all(o.loc["dpo", c].endswith("separated per comparison") for c in ("carry", "no_carry"))
+    every = pd.read_csv(folder / "pairs.csv", dtype=str)
+    every = every[every["metric"] == "greedy"].set_index(["subgroup", "comparison"])
+    assert all(every.loc[(sub, f"sft − {m}"), "separated"] == "no" for m in sampling
+               for sub in ("all", "carry", "no_carry"))
     t = _csv("smollm2_slip_dpo/table.csv").set_index("method")
     base = t.loc["base model (step 0)"]
     _says(page, "the SFT model scores 0.438 greedy, pass@4 0.542 and maj@4 0.334",
-          "gave pass@4 0.536 (`sft_stage_table.csv`). From the chat model's 0.168.")
+          "gave pass@4 0.536 (`sft_stage_table.csv`). From the chat model's 0.168.",
+          "mean ± 95% t-interval over 3 seeds (the tuning seed 0 among them; the paired findings use seeds 1 and 2)")
     assert (base["test accuracy, 500 problems"], base["pass@4"], base["maj@4"]) == ("0.438", "0.542", "0.334")
+    assert set(t["seeds"]) == {"3"}
     st = _csv("smollm2_slip_dpo/sft_stage_table.csv").set_index("method")
     assert st.loc["sft", "pass@4"] == "0.536" and st.loc["base model (step 0)", "test accuracy, 500 problems"] == "0.168"
     _says(page, "the stage ends at 0.454 and 0.452 greedy on the same test problems, pass@4 0.592 and 0.578: within "
@@ -1725,31 +1784,51 @@ def test_the_smollm2_slip_section():
     check = check[check["method"] == "sft"].groupby("seed")[["greedy", "passk"]].mean().round(3)
     assert list(check["greedy"]) == [0.454, 0.452] and list(check["passk"]) == [0.592, 0.578]
     assert round(max(abs(check["greedy"] - 0.438)), 3) == 0.016
-    _says(page, "(0.52, 0.37 and 0.36 on validation)")
-    s = _csv("smollm2_slip_dpo/summary.csv")
-    assert [round(float(x), 2) for x in s[s["method"] == "sft"].sort_values("seed")["final_accuracy"]] == [0.52, 0.37,
-                                                                                                           0.36]
-    _says(page, "3 seeds × 500 problems detect at most 0.056 for every method but continued SFT, under the 0.08 "
-          "asked for; against `sft_filtered`, at most 0.046 for the four that learn from samples.",
-          "no design up to 8 seeds detects 0.08 for its gain over the SFT model (3 seeds: 0.313), nor for a gain over "
-          "it (3 seeds: up to 0.366)")
+    # the pilot's plan, from power_pilot.csv's components at the kept test's ν (its own `detectable` column is
+    # Satterthwaite's ν's)
+    _says(page, "With the kept test's ν (at most S − 1; the file's `detectable` column uses Satterthwaite's), its "
+          "components give 3 seeds × 500 problems a detectable difference over the SFT model (`base`: each seed's "
+          "step-0 evaluation of the same problems) of 0.075–0.107 for every method but continued SFT, against the 0.08 "
+          "asked for, and of 0.061–0.080 against `sft_filtered` for the four that learn from samples.",
+          "no design up to 8 seeds detects 0.08 for its gain over the SFT model (3 seeds: 0.321), nor for a gain over "
+          "it (3 seeds: up to 0.385). The runs use 3 seeds × 500 test problems, and seed 0 chose the rates: the "
+          "findings rest on the 2 test seeds, where the design detects 0.266 (median over pairs, `design.csv`).")
     w = pd.read_csv(RESULTS / "smollm2_slip" / "power_pilot.csv")
     assert (w["pilot_seeds"] == 2).all() and (w["pilot_problems"] == 100).all()
+    w["kept"] = [detectable_difference(r.var_seed, r.var_problem, r.var_resid, r.seeds, r.problems)["mde"]
+                 for r in w.itertuples()]
     at = w[(w["seeds"] == 3) & (w["problems"] == 500)]
-    over = at[at["b"] == "base"].set_index("a")["detectable"]
-    assert round(over.drop("sft").max(), 3) == 0.056 and round(over["sft"], 3) == 0.313
+    over = at[at["b"] == "base"].set_index("a")["kept"]
+    assert _span(over.drop("sft"), "0.075", "0.107") and _is(over["sft"], "0.321")
     four = ["rft", "online_rft", "grpo", "dr_grpo"]
-    assert round(at[(at["b"] == "sft_filtered") & at["a"].isin(four)]["detectable"].max(), 3) == 0.046
-    assert round(at[at["b"] == "sft"]["detectable"].max(), 3) == 0.366
-    assert (w[(w["b"] == "sft") | ((w["b"] == "base") & (w["a"] == "sft"))]["detectable"] > 0.08).all()
+    assert _span(at[(at["b"] == "sft_filtered") & at["a"].isin(four)]["kept"], "0.061", "0.080")
+    assert _is(at[at["b"] == "sft"]["kept"].max(), "0.385")
+    assert w["seeds"].max() == 8 and (w[(w["b"] == "sft") | ((w["b"] == "base") & (w["a"] == "sft"))]["kept"] > 0.08).all()
+    assert (at["kept"] > at["detectable"]).all()  # the file's column: Satterthwaite's ν, the narrower
     order = _csv("smollm2_slip_dpo/toy_order.csv")  # the 8-label result: DPO's pairs too
-    _says(page, "What holds: `sft_filtered` above continued SFT, and DPO at β 0.1 below everything.")
+    _says(page, "from the default comparison (the 1M-parameter toy, on its test seeds 2, 3 and 4) to this one (on its "
+          "test seeds 1 and 2; `python -m analysis.transfer results/default results/smollm2_slip_dpo --subgroup all "
+          "--out toy_order.csv`)",
+          "What holds: DPO at β 0.1 below RFT, online RFT, GRPO, Dr. GRPO and `sft_filtered`. What is unconfirmed: the "
+          "toy's gains of RFT, GRPO, Dr. GRPO and `sft_filtered` over continued SFT, not separated here. What is new: "
+          "continued SFT above DPO at β 0.1, which collapses here. Neither result separates a pair among RFT, online "
+          "RFT, GRPO and Dr. GRPO, nor any of them from `sft_filtered`; no pair is reversed.")
+    assert roles(RESULTS / "default")["test"] == [2, 3, 4]
     out = order.set_index("comparison")["outcome"]
-    assert out["sft − sft_filtered"] == "holds" and all(out[f"{m} − sft_filtered"] == "reversed"
-                                                         for m in ("rft", "online_rft", "grpo"))
-    assert out["sft_filtered − dr_grpo"] == "reversed" and out["sft − dpo"] == "reversed"
-    four = ["rft", "online_rft", "grpo", "dr_grpo"]
-    assert all(out[f"{a} − {b}"] == "neither" for i, a in enumerate(four) for b in four[i + 1:])
+    assert sorted(k for k, v in out.items() if v == "holds") == sorted(
+        [f"{m} − dpo" for m in ("rft", "online_rft", "grpo")] + ["dpo − sft_filtered", "dpo − dr_grpo"])
+    assert sorted(k for k, v in out.items() if v == "unconfirmed") == sorted(
+        f"sft − {m}" for m in ("rft", "grpo", "dr_grpo", "sft_filtered"))
+    assert [k for k, v in out.items() if v == "new"] == ["sft − dpo"] and "reversed" not in set(out)
+    five = ["rft", "online_rft", "grpo", "dr_grpo", "sft_filtered"]
+    assert all(out.get(f"{a} − {b}", out.get(f"{b} − {a}")) == "neither" for i, a in enumerate(five)
+               for b in five[i + 1:])
+    # the table is analysis.transfer's of the committed pairs
+    from analysis.transfer import transfer
+
+    made = transfer(RESULTS / "default", RESULTS / "smollm2_slip_dpo")
+    made = made[made["subgroup"] == "all"].set_index("comparison")["outcome"]
+    assert made.to_dict() == out.to_dict()
 
 
 def test_the_smollm2_slip_design_as_it_ran():
@@ -2040,34 +2119,54 @@ def test_the_default_page_on_seed_3s_base():
 
 
 def test_the_smollm2_long_design_plan():
-    """The SmolLM2 page's plan for smollm2_slip_long, before its runs: its design from its config, what 3 seeds × 500
-    test problems detect with the 32-step result as the pilot (power_pilot.csv), per comparison and at Holm's first
-    step, its families declared before its test scores, and its result pending."""
+    """The SmolLM2 page's plan for smollm2_slip_long, before its runs: its design from its config, its one test seed
+    (seeds 0 and 1 choose the rates) and so findings on every seed, what 3 seeds × 500 test problems detect with the
+    32-step result's components as the pilot (power_pilot.csv) at the kept test's ν, per comparison and at Holm's
+    first step, its families declared before its test scores, and its result pending."""
+    import math
+
     import yaml
 
-    from analysis.paired import detectable_difference
+    from analysis.paired import detectable_difference, reference_df
+    from analysis.redecide import seed_line
 
     page = _page("smollm2.md")
     _says(page, "is the same design at 128 steps (2,048 sequences a run): SFT on the accepted demonstrations, RFT, "
                 "online RFT and GRPO from the same SFT model, eight evaluations a run on 100 validation problems",
           "each method's rate tuned on all 500 validation problems over 2 seeds at 128 steps",
-          "*Its plan, before its runs*: 3 seeds × the 500 test problems.",
-          "detects with probability 0.8 at α 0.05 a gain over the SFT model of 0.040–0.056 for these four methods, and "
-          "a difference from `sft_filtered` of 0.036–0.046 for the other three.",
+          "*Its plan, before its runs*: 3 seeds × the 500 test problems. Its rates are chosen on seeds 0 and 1 "
+          "(`tune.seeds`), so seed 2 is its one test seed, and with fewer than 2 test seeds its findings use every "
+          "seed, the tuning seeds among them, and say so (`analysis.redecide`).",
+          "and the kept test's ν (at most S − 1 = 2), 3 seeds × 500 problems detect with probability 0.8 at α 0.05 a "
+          "gain over the SFT model of 0.075–0.107 for these four methods, and a difference from `sft_filtered` of "
+          "0.061–0.080 for the other three.",
           "Holm tests the first of the three comparisons with `sft_filtered` at 0.05/3, where the same design detects "
-          "0.043–0.057, and the first of the four gains over the SFT model at 0.05/4 (0.047–0.067).",
-          "*Its result is pending*: no test score of it is published")
+          "0.099–0.129, and the first of the four gains over the SFT model at 0.05/4 (0.139–0.198).",
+          "*Its result is pending*: no test score of it is published, and it needs its SFT stage trained again on the "
+          "machine that runs it.")
+    assert "0.040–0.056" not in page and "0.047–0.067" not in page  # the plan at Satterthwaite's ν
     cfg = yaml.safe_load((ROOT / "experiments" / "configs" / "smollm2_slip_long.yaml").read_text())
     t = cfg["train"]
     assert (t["steps"], t["steps"] * t["prompts_per_step"] * t["group_size"], t["eval_size"]) == (128, 2048, 100)
     assert cfg["run"]["methods"] == ["sft_filtered", "rft", "online_rft", "grpo"] and cfg["run"]["seeds"] == [0, 1, 2]
     assert (cfg["tune"]["eval_size"], cfg["tune"]["seeds"], cfg["tune"]["steps"]) == (500, [0, 1], 128)
+    assert [s for s in cfg["run"]["seeds"] if s not in cfg["tune"]["seeds"]] == [2]  # one test seed
     assert cfg["task"]["n_heldout"] == 500
     fam = cfg["families"]
     assert fam["over_sft_filtered"]["against"] == "sft_filtered" and fam["over_base"]["against"] == "base"
     assert all(f["subgroups"] == ["all", "carry", "no_carry"] and f["declared"].startswith("while the runs were")
                for f in fam.values())
     assert not (RESULTS / "smollm2_slip_long" / "pairs.csv").is_file()  # pending: no test score published
+    # with one test seed the findings would use every seed: seed_line of a folder holding seeds 0-2 and this config
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "smollm2_slip_long"
+        folder.mkdir()
+        (folder / "config.yaml").write_text(yaml.safe_dump(cfg))
+        pd.DataFrame({"method": ["grpo"] * 3, "seed": [0, 1, 2]}).to_csv(folder / "summary.csv", index=False)
+        assert seed_line(folder).startswith("Findings on every seed, 2, 0, 1, the tuning seeds 0, 1 among them")
+    assert reference_df(3, math.inf) == 2  # ν at most S − 1
     w = pd.read_csv(RESULTS / "smollm2_slip" / "power_pilot.csv")
     at = w[(w["seeds"] == 3) & (w["problems"] == 500)]
     four, three = ["sft_filtered", "rft", "online_rft", "grpo"], ["rft", "online_rft", "grpo"]
@@ -2078,9 +2177,9 @@ def test_the_smollm2_long_design_plan():
         return [detectable_difference(r.var_seed, r.var_problem, r.var_resid, 3, 500, alpha=alpha)["mde"]
                 for r in rows.itertuples()]
 
-    assert _span(mde("base", four, 0.05), "0.040", "0.056") and _span(mde("sft_filtered", three, 0.05), "0.036", "0.046")
-    assert _span(mde("sft_filtered", three, 0.05 / 3), "0.043", "0.057")
-    assert _span(mde("base", four, 0.05 / 4), "0.047", "0.067")
+    assert _span(mde("base", four, 0.05), "0.075", "0.107") and _span(mde("sft_filtered", three, 0.05), "0.061", "0.080")
+    assert _span(mde("sft_filtered", three, 0.05 / 3), "0.099", "0.129")
+    assert _span(mde("base", four, 0.05 / 4), "0.139", "0.198")
 
 
 def _fw(name: str, a: str, b: str, subgroup: str = "all") -> str:
