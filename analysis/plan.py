@@ -18,9 +18,10 @@ For each family and subgroup of the config's `families:` (analysis.families) tha
                arm beside a seed-variable one), and seeds are added while it exceeds twice α/m
     detectable the min_effect that the test seeds run detect with power 0.8 at α/m (NaN under 2 test seeds)
 
-plan.csv: family, subgroup, metric, m, level, min_effect, the components, problems, seeds planned by power, seeds
-planned (size checked), the simulated size there, test seeds run, the detectable difference and power at those,
-and `decides` (seeds run ≥ seeds planned).
+plan.csv: family, subgroup, m, level, min_effect, seeds planned (size checked), test seeds run, the detectable
+difference and power at those, `decides` (seeds run ≥ seeds planned), the seeds power alone asks, the simulated size
+at the planned seeds, the kept test's size under the skewed stress nulls near the seeds run (results/paired_size),
+then the metric, the problems and the components.
 """
 from __future__ import annotations
 
@@ -97,6 +98,20 @@ def simulated_size(comps: dict, accuracy: float, S: int, P: int, level: float, s
     return max(rates)
 
 
+SIZE_TABLE = Path(__file__).resolve().parents[1] / "results" / "paired_size" / "size.csv"
+
+
+def stress_size(S: int, m: int, table: Path = SIZE_TABLE) -> str:
+    """The kept test's false-separation rate at α/m under the skewed near-ceiling stress nulls (the larger of the two)
+    at the simulated seeds nearest S (results/paired_size, experiments/paired_size.py): '0.0140 at 10 seeds'."""
+    if S < 2 or not table.is_file():
+        return "–"
+    t = pd.read_csv(table)
+    t = t[(t["kind"] == "stress") & (t["test"] == "seed_df") & (t["m"] == min(m, int(t["m"].max())))]
+    near = int(min(t["seeds"].unique(), key=lambda x: (abs(x - S), x)))
+    return f"{t[t['seeds'] == near]['false rate'].max():.4f} at {near} seeds"
+
+
 def family_members(f: dict, methods: list[str], base: str) -> list[tuple[str, str]]:
     """The (A, B) pairs of a checked family (analysis.families.check) among the methods that ran."""
     import itertools
@@ -166,15 +181,16 @@ def plan_rows(runs, spec: dict, seeds_run: int, sims: int = SIMS) -> list[dict]:
                 planned += 1
             if planned is not None and planned > MAX_SEEDS:
                 planned = None
-            out.append({"family": name, "subgroup": sub, "metric": f["metric"], "m": m, "level": level,
-                        "min_effect": effect, "σ²_S": comps["var_seed"], "σ²_P": comps["var_problem"],
-                        "σ²_E": comps["var_resid"], "problems": P,
-                        "seeds planned (power)": by_power if by_power is not None else f">{MAX_SEEDS}",
+            out.append({"family": name, "subgroup": sub, "m": m, "level": level, "min_effect": effect,
                         "seeds planned": planned if planned is not None else f">{MAX_SEEDS}",
-                        "simulated size at planned": size, "test seeds run": seeds_run,
+                        "test seeds run": seeds_run,
                         "detectable at seeds run": detectable(comps, seeds_run, P, level),
                         "power at seeds run": power(effect, comps, seeds_run, P, level) if seeds_run >= 2 else 0.0,
-                        "decides": planned is not None and seeds_run >= planned})
+                        "decides": planned is not None and seeds_run >= planned,
+                        "seeds planned (power)": by_power if by_power is not None else f">{MAX_SEEDS}",
+                        "simulated size at planned": size, "size under stress at seeds run": stress_size(seeds_run, m),
+                        "metric": f["metric"], "problems": P, "σ²_S": comps["var_seed"],
+                        "σ²_P": comps["var_problem"], "σ²_E": comps["var_resid"]})
     return out
 
 
