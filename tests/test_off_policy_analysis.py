@@ -56,10 +56,13 @@ def test_tolerance_stops_at_the_first_k_separated():
                          + [{"loss": "b", "k": k, "separated family-wise": False, "detectable": 0.1 * k}
                             for k in (1, 4, 16)])
     tol = off_policy.tolerance(table).set_index("loss")
-    # a: k = 1 holds, k = 4 is separated; k = 16 not being separated does not count (it comes after a separation)
-    assert tol.loc["a", "largest k not separated from k = 0"] == 1 and tol.loc["a", "first k separated"] == 4
-    assert tol.loc["a", "detectable there"] == 0.05
-    assert tol.loc["b", "largest k not separated from k = 0"] == 16 and pd.isna(tol.loc["b", "first k separated"])
+    largest, detectable, _, first = off_policy.TOLERANCE
+    # a: k = 1 is not separated, k = 4 is; k = 16 not being separated does not count (it comes after a separation)
+    assert tol.loc["a", largest] == 1 and tol.loc["a", first] == 4
+    assert tol.loc["a", detectable] == 0.05
+    assert tol.loc["b", largest] == 16 and pd.isna(tol.loc["b", first])
+    # the column cannot read as a tolerance: a k not separated is undecided below its detectable differences
+    assert "tolerated" not in largest.replace("not tolerated", "") and "undecided" in largest
 
 
 def test_the_claims_are_differences_in_differences():
@@ -76,6 +79,65 @@ def test_the_claims_are_differences_in_differences():
     # grpo@k16_naive − grpo@k16: seed 0 (−1, 0, 0, 0), seed 1 (0, −1, 0, 0): −2/8
     assert naive["Δ"] == pytest.approx(-0.25) and (naive["clipped"], naive["clipped, π_old recomputed"]) == (0.5, 0.1)
     assert len(rows) == 3  # no dapo and no gspo here: their claims are left out, not made up
+
+
+def test_holm_over_the_declared_claims_alone():
+    """The config's field_claims family is the staleness claims and TIS on a bfloat16 sampler; μ as π_old against
+    π_old recomputed was added after the grid's config: reported outside the family, its p not adjusted with it and
+    the family's not with its."""
+    from analysis.families import holm
+
+    frame, outcomes = _frames()
+    rows = off_policy.claims(frame, outcomes)
+    declared = rows[rows["family"] == off_policy.FAMILY]
+    added = rows[rows["family"] == off_policy.ADDED]
+    assert len(declared) == 2 and len(added) == 1  # cispo − grpo and TIS here; the naive contrast apart
+    assert declared["Holm p"].tolist() == pytest.approx(list(holm(declared["p"].tolist())))
+    assert added["Holm p"].isna().all() and added["separated family-wise"].isna().all()
+    assert added[off_policy.DETECTABLE_FW].isna().all() and declared[off_policy.DETECTABLE_FW].notna().all()
+    assert "added after the grid's config" in off_policy.ADDED
+
+
+def test_the_sampler_family_is_one_holm_over_all_its_rows():
+    """bfloat16 against float32 per loss and TIS on the bfloat16 sampler against none on it: one family (the config's
+    bf16_sampler), one Holm over the three rows, not the first two and the third apart."""
+    from analysis.families import holm
+
+    place = {"grpo": ("grpo", 0, "float32", "none"), "grpo@bf16": ("grpo", 0, "bfloat16", "none"),
+             "grpo@bf16_tis": ("grpo", 0, "bfloat16", "tis"), "cispo": ("cispo", 0, "float32", "none"),
+             "cispo@bf16": ("cispo", 0, "bfloat16", "none")}
+    ys = {"grpo": ([1, 1, 1, 1], [1, 1, 1, 0]), "grpo@bf16": ([1, 0, 1, 1], [1, 1, 0, 0]),
+          "grpo@bf16_tis": ([1, 1, 1, 1], [1, 1, 0, 0]), "cispo": ([1, 1, 0, 1], [1, 0, 1, 0]),
+          "cispo@bf16": ([0, 1, 0, 1], [1, 0, 0, 0])}
+    outcomes = pd.DataFrame([{"method": m, "seed": s, "problem": p, "greedy": float(y[s][p])}
+                             for m, y in ys.items() for s in (0, 1) for p in PROBLEMS])
+    frame = pd.DataFrame([{"method": m, "seed": s, "loss": loss, "k": k, "dtype": d, "correction": c}
+                          for m, (loss, k, d, c) in place.items() for s in (0, 1)])
+    table = off_policy.sampler(frame, outcomes)
+    assert len(table) == 3 and table["correction"].fillna("none").tolist() == ["none", "none", "tis"]
+    assert table["Holm p"].tolist() == pytest.approx(list(holm(table["p"].tolist())))
+
+
+def test_a_committed_result_makes_its_tables_again(tmp_path):
+    """--result re-makes results/off_policy's tables from its committed files (config.yaml, problems.csv.gz and the
+    logged means its tables hold): every cell as committed."""
+    result = ROOT / "results" / "off_policy"
+    if not (result / "problems.csv.gz").is_file():
+        pytest.skip("results/off_policy not committed")
+    assert off_policy.main(["--result", str(result), "--to", str(tmp_path)]) == 0
+    for name in ("staleness", "tolerance", "ranks", "corrections", "sampler", "claims", "overview"):
+        made, kept = (pd.read_csv(d / f"{name}.csv", dtype=str, keep_default_na=False) for d in (tmp_path, result))
+        pd.testing.assert_frame_equal(made, kept, obj=name)
+
+
+def test_a_result_that_is_not_one_is_one_line(tmp_path, capsys):
+    (tmp_path / "r").mkdir()
+    err = _one_line(["--result", str(tmp_path / "r"), "--to", str(tmp_path / "t")], capsys)
+    assert "lacks config.yaml and problems.csv.gz" in err and not (tmp_path / "t").exists()
+    err = _one_line(["--result", str(tmp_path / "none")], capsys)
+    assert "is not a folder" in err
+    err = _one_line([str(tmp_path), "--result", str(tmp_path / "r")], capsys)
+    assert "one of the two" in err
 
 
 def test_the_overview_is_a_row_per_loss_and_a_column_per_cell():
