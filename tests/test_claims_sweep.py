@@ -136,8 +136,22 @@ def test_rft_mechanism():
           "they do not say which of these differences causes the reversal",
           "An intervention on the comparison from the base finished on 600 correct demonstrations "
           "([`results/default_scarce`](default.md#an-intervention-from-the-600-correct-demonstration-base)) changes "
-          "the second difference", "but the variant also drew more prompts per step at a higher rate",
-          "none of the three moves online RFT", "It is not repeated on this map's levels.")
+          "the second difference", "but the variant also drew more prompts per step at a higher rate, and at that "
+          "result's two test seeds neither the reversal nor the variant's difference from RFT is separated.",
+          "none of the three changes is separated from the arm it changes. It is not repeated on this map's levels.")
+    assert "moves online RFT" not in PAGE.read_text() and "the reversal goes away" not in PAGE.read_text()
+    from analysis.redecide import decided_on
+
+    scarce = pd.read_csv(ROOT / "results" / "default_scarce" / "pairs.csv", dtype=str)
+    scarce = scarce[(scarce["metric"] == "greedy") & (scarce["subgroup"] == "all")].set_index("comparison")
+    assert decided_on(ROOT / "results" / "default_scarce") == [1, 2]  # its two test seeds
+    assert (scarce.loc[["rft − online_rft", "rft − online_rft@filled"], ["seeds", "separated"]] == ["2", "no"]).all(
+        axis=None)
+    design = pd.read_csv(ROOT / "results" / "rft_vs_online" / "pairs.csv", dtype=str)
+    design = design[(design["metric"] == "greedy") & (design["subgroup"] == "all")].set_index("comparison")
+    changes = ["online_rft − online_rft@filled", "online_rft@filled − online_rft@filled_same",
+               "online_rft@filled − online_rft@filled_slow"]  # the count, the prompts, the rate: each alone
+    assert (design.loc[changes, "separated"] == "no").all()
     for cause in ("scales its step by the acceptance rate", "no anchor to π_ref", "The cause is",
                   "is what puts online RFT below RFT"):
         assert cause not in PAGE.read_text(), cause  # asserted causes the data contradicts (AdamW, the KL)
