@@ -123,11 +123,16 @@ def seed_line(folder: Path) -> str:
     if not r["tuning"]:
         return f"Findings on seeds {show(r['test'])} (no seed took part in choosing rates)."
     if len(r["test"]) >= 2:
-        return (f"Findings on the test seeds {show(r['test'])}; seeds {show(r['tuning'])} chose the rates and are left "
-                "out.")
-    return (f"Findings on every seed, {show(r['test'] + r['tuning'])}, the tuning seeds {show(r['tuning'])} among them: "
+        return (f"Findings on the test seeds {show(r['test'])}; {_seeds(r['tuning'])} chose the rates and "
+                f"{'is' if len(r['tuning']) == 1 else 'are'} left out.")
+    return (f"Findings on every seed, {show(sorted(r['test'] + r['tuning']))}, the tuning {_seeds(r['tuning'])} among them: "
             f"fewer than 2 test seeds are committed (grow the result: python experiments/reproduce.py "
             f"{folder.name} --seeds {max(r['test'] + r['tuning']) + 1}-{max(r['test'] + r['tuning']) + 5}).")
+
+
+def _seeds(xs: list[int]) -> str:
+    """'seed 0', 'seeds 0, 1'."""
+    return ("seed " if len(xs) == 1 else "seeds ") + ", ".join(map(str, xs))
 
 
 def redecide(folder: Path, every_seed: bool = False) -> list[dict]:

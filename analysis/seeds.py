@@ -2,8 +2,9 @@
 
 A tuned result (`compare.py --tune`) chose each method's rate on validation runs at its `tune.seeds`; those seeds'
 runs at the chosen rate share the seed component the choice was made on (within a method, validation and test accuracy
-correlate 0.8–0.9 across seeds), so they are tuning seeds, and the findings use only the others: the test seeds. An
-untuned result has no tuning seeds.
+correlate 0.8–0.9 across seeds), so they are tuning seeds, and the findings use only the others: the test seeds. A
+result whose rates were tuned in another one on the same seeds names them (`rates_from: {result, seeds}`); an untuned
+result has no tuning seeds.
 
 results/<name>/seeds.csv lists every committed seed: its role (tuning or test), the machine (CPU, cores, platform) and
 commit it was made on, and when. A result made in one grid names its grid's env.json for every seed; a seed added
@@ -20,10 +21,11 @@ COLUMNS = ["seed", "role", "cpu", "cores", "platform", "commit", "dirty", "made"
 
 
 def tuning_seeds(cfg: dict) -> list[int]:
-    """The seeds a result's rates were chosen on: its config's tune.seeds (tune.seed), none where it was not tuned."""
+    """The seeds a result's rates were chosen on: its config's tune.seeds (tune.seed), or rates_from.seeds where its
+    rates were tuned in another result on the same seeds' bases; none where neither."""
     tune = cfg.get("tune") or {}
     if not tune:
-        return []
+        return sorted(int(s) for s in (cfg.get("rates_from") or {}).get("seeds", []))
     seeds = tune.get("seeds", [tune.get("seed", 0)])
     return sorted(int(s) for s in seeds)
 

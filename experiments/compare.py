@@ -48,6 +48,7 @@ from experiments.compare_config import (  # noqa: E402  (the configuration's lay
     DEFAULT_CONFIG, QUICK, QUICK_STAGE1_TOKENS, build_config, method_names, quick_line, quick_stage1, run_config,
     smoke_line,
 )
+from experiments.compare_grid import compare_task  # noqa: E402  (the grid's units as Ray tasks)
 
 __all__ = ["DEFAULT_CONFIG", "QUICK", "QUICK_STAGE1_TOKENS", "build_config", "main", "method_names", "parse_args",
            "quick_line", "quick_stage1", "run_config"]
@@ -536,7 +537,8 @@ def _main(args, where: dict) -> int:
     acc = make_accelerator()
     args.pool, helpers = None, []
     if args.backend == "ray" and not args.unit:  # joined before OUT is made: a cluster that is not there is one line
-        args.pool = raygrid.Pool(Path(args.out), args.threads, args.address, args.workers, acc.print)
+        args.pool = raygrid.Pool(Path(args.out), args.threads, args.address, args.workers, acc.print, compare_task,
+                                 resume_command(Path(args.out).resolve(), "--backend", "ray"))
     try:
         out = prepare_out(args, acc)
         if args.quick and (line := quick_line(args.quick_replaced, cfg, names)):
@@ -550,6 +552,8 @@ def _main(args, where: dict) -> int:
                 extra["smoke"] = smoke_line(cfg)
             if getattr(args, "families", None):  # the comparisons the findings adjust together (analysis.families)
                 extra["families"] = args.families
+            if getattr(args, "rates_from", None):  # tuned elsewhere: its seeds are tuning seeds (analysis.seeds)
+                extra["rates_from"] = args.rates_from
             from gcframe.evaluate.problems import split_names
 
             write_yaml(out / "config.yaml", {"methods_run": names, "seeds": seeds, **extra, **cfg.to_dict(),

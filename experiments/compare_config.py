@@ -58,6 +58,7 @@ def build_config(args):
 
     args.families = check_families(raw.pop("families", None))  # the findings' families (analysis.families), kept in
     # OUT/config.yaml as declared: not an option of the runs
+    args.rates_from = check_rates_from(raw.pop("rates_from", None))  # where untuned rates were chosen (analysis.seeds)
     if args.tune_spec and args.quick:  # a smoke tuning: each trial as short as --quick's runs
         args.tune_spec["steps"] = min(args.tune_spec["steps"] or QUICK["train"]["steps"], QUICK["train"]["steps"])
     from_dict(raw)  # every layer is checked on its own: a bad value must not hide behind --quick or --steps  # compare.py's own section: which methods and seeds to run
@@ -102,6 +103,21 @@ def build_config(args):
         raise UserError(f"seed {', '.join(map(str, twice))} is listed twice in {seeds_from} {args.seeds}: each seed "
                         "runs once")
     return cfg, seeds
+
+
+def check_rates_from(section) -> dict | None:
+    """`rates_from: {result: default, seeds: [0, 1]}`: the rates in methods.<label>.train.lr were tuned in another
+    result on these seeds (its tune.seeds); those seeds are then tuning seeds here too (analysis.seeds). Kept in
+    OUT/config.yaml, not an option of the runs; one line where it is malformed."""
+    if section is None:
+        return None
+    seeds = section.get("seeds") if isinstance(section, dict) else None
+    if not (isinstance(section, dict) and isinstance(section.get("result"), str) and set(section) == {"result", "seeds"}
+            and isinstance(seeds, list) and seeds and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                          for x in seeds)):
+        raise UserError(f"rates_from must be {{result: NAME, seeds: [0, 1]}} (the result whose tuning chose these "
+                        f"rates and its tuning seeds), got {section!r}")
+    return {"result": section["result"], "seeds": list(seeds)}
 
 
 def tune_spec(section, args) -> dict | None:

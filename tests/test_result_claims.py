@@ -189,7 +189,7 @@ def test_readme_smollm2():
     assert made["train"]["steps"] == 32 and made["train"]["prompts_per_step"] * made["train"]["group_size"] == 16
     assert roles(RESULTS / "smollm2_slip") == {"tuning": [0], "test": [1, 2]}
     assert (RESULTS / "smollm2_slip" / "findings.md").read_text().startswith(
-        "- Findings on the test seeds 1, 2; seeds 0 chose the rates and are left out.")
+        "- Findings on the test seeds 1, 2; seed 0 chose the rates and is left out.")
     assert _csv("smollm2_slip/table.csv").set_index("method").loc["base model (step 0)",
                                                               "test accuracy, 500 problems"] == "0.438"
     _says(readme, "6 methods x 3 seeds, 500 test problems: 2.03 h")
@@ -1892,7 +1892,7 @@ def test_the_smollm2_slip_section():
     folder = RESULTS / "smollm2_slip_dpo"
     assert roles(folder) == {"tuning": [0], "test": [1, 2]}
     assert (folder / "findings.md").read_text().startswith(
-        "- Findings on the test seeds 1, 2; seeds 0 chose the rates and are left out.")
+        "- Findings on the test seeds 1, 2; seed 0 chose the rates and is left out.")
     fam = pd.read_csv(folder / "families.csv").set_index(["family", "subgroup"])
     assert (fam["separated family-wise (Holm)"] == 0).all() and len(fam) == 6
     assert (fam.xs("over_base", level="family")["members"] == 8).all()
@@ -2133,7 +2133,7 @@ def test_the_one_design_rft_against_online_rft():
     assert roles(RESULTS / "rft_vs_online") == {"tuning": [0, 1], "test": [2]} and \
         decided_on(RESULTS / "rft_vs_online") is None  # every seed decides
     assert (RESULTS / "rft_vs_online" / "headline.md").read_text().startswith(
-        "- Findings on every seed, 2, 0, 1, the tuning seeds 0, 1 among them: fewer than 2 test seeds are committed "
+        "- Findings on every seed, 0, 1, 2, the tuning seeds 0, 1 among them: fewer than 2 test seeds are committed "
         "(grow the result: python experiments/reproduce.py rft_vs_online --seeds 3-7).")
     assert set(_csv("rft_vs_online/pairs.csv")["seeds"]) == {"3"}
     design = _csv("rft_vs_online/design.csv").set_index("metric").loc["greedy"]
@@ -2405,7 +2405,7 @@ def test_the_smollm2_long_design_plan():
         folder.mkdir()
         (folder / "config.yaml").write_text(yaml.safe_dump(cfg))
         pd.DataFrame({"method": ["grpo"] * 3, "seed": [0, 1, 2]}).to_csv(folder / "summary.csv", index=False)
-        assert seed_line(folder).startswith("Findings on every seed, 2, 0, 1, the tuning seeds 0, 1 among them")
+        assert seed_line(folder).startswith("Findings on every seed, 0, 1, 2, the tuning seeds 0, 1 among them")
     assert reference_df(3, math.inf) == 2  # ν at most S − 1
     w = pd.read_csv(RESULTS / "smollm2_slip" / "power_pilot.csv")
     at = w[(w["seeds"] == 3) & (w["problems"] == 500)]
