@@ -224,6 +224,7 @@ def train_cell(sweep: dict, level: dict, method: str, seed: int, run_dir: Path, 
 
     from experiments.compare import run_config
     from gcframe.tracking import checkpoint
+    from gcframe.train.evaluation import sample_sums
     from gcframe.trainer import Trainer
 
     name, run_cfg = run_config(level["cfg"], method, seed)
@@ -234,7 +235,7 @@ def train_cell(sweep: dict, level: dict, method: str, seed: int, run_dir: Path, 
     res = trainer.fit(resume=True)  # continues from the latest checkpoint, or starts over
     torch.manual_seed(10_000 + seed)
     curve = k_curve(acc.unwrap_model(trainer.policy), trainer.ctx.generator, level["task"], level["rows_k"],
-                    sweep["final_k"], on_samples=trainer._sample_sums)
+                    sweep["final_k"], on_samples=lambda batch: sample_sums(trainer, batch))
     write_json(run_dir / "final_k.json", {**curve, **res, "wall_s": round(time.time() - t0, 1)})
 
 
@@ -362,6 +363,7 @@ def on_ray_tasks(args, sweep: dict, levels: list[str], seeds: list[int], out: Pa
     script with `--unit`; the driver then reads the cells from disk, prints their lines and writes the map."""
     import shlex
 
+    from experiments.compare_grid import PRELOAD
     from gcframe import raygrid
 
     threads_each = args.threads or 1
@@ -370,7 +372,8 @@ def on_ray_tasks(args, sweep: dict, levels: list[str], seeds: list[int], out: Pa
     needs = str((out / "sweep.yaml").resolve())
 
     def task(unit: str, claim: Path | None = None) -> raygrid.Task:
-        return raygrid.Task(unit, (*same, "--unit", unit), needs, None if claim is None else str(claim.resolve()))
+        return raygrid.Task(unit, (*same, "--unit", unit), needs, None if claim is None else str(claim.resolve()),
+                            PRELOAD)
 
     cells = [(level, m, s) for s in seeds for level in levels for m in sweep["methods"]
              if not (out / level / m / f"seed{s}" / "final_k.json").exists()]

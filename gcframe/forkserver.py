@@ -42,10 +42,12 @@ IMPORT_READ = ("OMP_", "MKL_", "KMP_", "HF_", "HUGGINGFACE", "TRANSFORMERS", "TO
 """Prefixes of the environment variables a library may read while it is imported; every other variable (the project
 reads its own, GCFRAME_*, only when its code runs) a forked run sets to its own value."""
 PRELOAD = ("torch", "transformers", "transformers.models.llama.modeling_llama", "datasets", "pandas", "accelerate",
-           "matplotlib", "matplotlib.pyplot", "seaborn", "scipy.optimize", "yaml", "gcframe.trainer", "methods",
-           "analysis.report", "analysis.findings", "experiments.compare")
+           "matplotlib", "matplotlib.pyplot", "seaborn", "scipy.optimize", "yaml", "gcframe.trainer")
 """What the server imports before it forks anything: the libraries every run of the tiny model imports, and the
-project's modules that import them (their code is the checkout's: the server runs from ROOT with its sys.path)."""
+library's module that imports them. A driver adds its own modules (their code is the checkout's: the server runs
+from ROOT with its sys.path): `Server(preload=...)`, or for `run`, `also_import` (tests/conftest.py: the methods,
+the report, compare.py)."""
+_also: tuple[str, ...] = ()  # the modules `run`'s servers import beside PRELOAD (also_import)
 
 SERVER = r"""
 import gc, importlib, json, os, runpy, sys, threading, traceback
@@ -121,13 +123,20 @@ _servers: dict = {}
 _lock = threading.Lock()  # a test may run commands from several threads: each server serves one at a time
 
 
-class Server:
-    """One server process and the environment it was started with (`tied`: it gets SIGTERM when this process dies)."""
+def also_import(*modules: str) -> None:
+    """Name modules of the driver's that every server `run` starts from now on imports too, beside PRELOAD."""
+    global _also
+    _also = tuple(dict.fromkeys([*_also, *modules]))
 
-    def __init__(self, env: dict, tied: bool = False):
-        self.env = env
-        self.proc = subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(PRELOAD), json.dumps(tied)], cwd=ROOT,
-                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+
+class Server:
+    """One server process and the environment it was started with (`tied`: it gets SIGTERM when this process dies;
+    `preload`: the driver's modules it imports beside PRELOAD)."""
+
+    def __init__(self, env: dict, tied: bool = False, preload: tuple = ()):
+        self.env, self.preload = env, PRELOAD + tuple(preload)
+        self.proc = subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(self.preload), json.dumps(tied)],
+                                     cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, bufsize=1)
         self.ok = json.loads(self.proc.stdout.readline() or '{"ready": false}')["ready"]
         self.busy = threading.Lock()
@@ -181,7 +190,7 @@ def _server(env: dict) -> Server | None:
     with _lock:
         key = _fixed(env)
         if key not in _servers:
-            _servers[key] = Server(env)
+            _servers[key] = Server(env, preload=_also)
         server = _servers[key]
         if server.ok and server.proc.poll() is None and server.busy.acquire(blocking=False):
             return server

@@ -4,30 +4,27 @@
     python -m gcframe.verify --methods-from my_methods.py
 
     # an installed package declares its modules in its pyproject.toml; gcframe imports them when `methods` is imported
+    # (or a method is asked for by a name not registered yet: gcframe.registry)
     [project.entry-points."gcframe.methods"]
     reinforce = "my_package.reinforce"
 
-A plugin registers its method with `methods.register` and its textbook loss with `gcframe.verify.textbook`, exactly
-as the built-in methods do (README "Adding a method"); importing it is all gcframe does, so nothing in gcframe is
-edited. Import errors, a missing file and a file that registers nothing are one-line UserErrors.
+A plugin registers its method with `methods.register` (gcframe.registry's) and its textbook loss with
+`gcframe.verify.textbook`, exactly as the built-in methods do (README "Adding a method"); importing it is all gcframe
+does, so nothing in gcframe is edited. Import errors, a missing file and a file that registers nothing are one-line
+UserErrors.
 """
 from __future__ import annotations
 
 import importlib.util
 import sys
-from importlib.metadata import entry_points
 from pathlib import Path
 
 from gcframe.errors import UserError
+from gcframe.registry import (  # noqa: F401  (API, the group and load_entry_points lived here before gcframe.registry)
+    API, ENTRY_POINT_GROUP, REGISTRY, check_api, first_line, load_entry_points)
 
-ENTRY_POINT_GROUP = "gcframe.methods"
 _modules: dict = {}  # resolved path -> the imported module
 _loaded: dict[str, list[str]] = {}  # resolved path -> the method names it registered
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
 def import_file(path: str | Path, flag: str = "--methods-from"):
@@ -51,7 +48,7 @@ def import_file(path: str | Path, flag: str = "--methods-from"):
         spec.loader.exec_module(module)
     except Exception as e:  # noqa: BLE001 — the user's code: a SyntaxError, an ImportError, a name registered twice
         del sys.modules[name]
-        raise UserError(f"{flag}: '{path}' failed to import ({_first_line(e)}): fix the file") from None
+        raise UserError(f"{flag}: '{path}' failed to import ({first_line(e)}): fix the file") from None
     finally:
         sys.path.remove(str(p.resolve().parent))
     _modules[key] = module
@@ -60,8 +57,6 @@ def import_file(path: str | Path, flag: str = "--methods-from"):
 
 def load_file(path: str | Path, flag: str = "--methods-from") -> list[str]:
     """Import a user's method file (`import_file`) -> the method names it registered."""
-    from methods.base import REGISTRY
-
     key = str(Path(path).expanduser().resolve())
     if key in _loaded:
         return _loaded[key]
@@ -82,57 +77,11 @@ def load_file(path: str | Path, flag: str = "--methods-from") -> list[str]:
     return new
 
 
-API = {"collect": ("step",), "coefficients": ("batch", "logp"), "prepare": ("batch",)}
-"""The calls the engine makes on every method (methods/base.py), each with its arguments after self."""
-
-
-def check_api(cls, where: str) -> None:
-    """Refuse, when a method file is imported (before anything runs), a registered method the engine could not
-    call: one without `collect` or `coefficients` of its own, or whose collect, coefficients or prepare does not
-    take the engine's arguments (`coefficients(self, batch)`). One line naming the method and what is wrong."""
-    import inspect
-
-    from methods.base import Method
-
-    name = getattr(cls, "name", cls.__name__)
-    for attr, args in API.items():
-        fn = getattr(cls, attr, None)
-        call = f"{attr}(self, {', '.join(args)})"
-        if fn is None or (attr != "prepare" and fn is getattr(Method, attr)):
-            raise UserError(f"{where}: method '{name}' has no {attr} of its own: define {call} (methods/base.py: "
-                            "collect(step) -> Batch, coefficients(batch, logp) -> GC [N, T])")
-        try:
-            inspect.signature(fn).bind(None, *args)
-        except TypeError:
-            raise UserError(f"{where}: method '{name}' defines {attr}{inspect.signature(fn)}, but the engine calls "
-                            f"{call}: give it that signature") from None
-        except ValueError:  # no signature to read (a builtin): the call decides
-            pass
-
-
 def load(paths) -> list[str]:
     """`load_file` for each of `paths` (None, one path, or a list) -> every method name they registered."""
     if not paths:
         return []
     return [n for p in ([paths] if isinstance(paths, (str, Path)) else paths) for n in load_file(p)]
-
-
-def load_entry_points() -> list[str]:
-    """Import every module of the `gcframe.methods` entry-point group (installed packages) -> their names."""
-    names = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            ep.load()
-        except Exception as e:  # noqa: BLE001
-            raise UserError(f"entry point '{ep.name} = {ep.value}' of group {ENTRY_POINT_GROUP} failed to import "
-                            f"({_first_line(e)}): fix or uninstall that package") from None
-        names.append(ep.name)
-    from methods.base import REGISTRY
-
-    for name in names:
-        if name in REGISTRY:
-            check_api(REGISTRY[name], f"entry point '{name}' of group {ENTRY_POINT_GROUP}")
-    return names
 
 
 def describe(cls) -> str:

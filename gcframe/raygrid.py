@@ -5,9 +5,10 @@ server that has imported torch and the project once (gcframe.forkserver), so a u
 of imports (it still sets its own run up: results/ray_overhead):
 
 - compare.py: an SFT base, a tuning trial at one seed, a run (method x seed): `compare.py --resume OUT --cells-only
-  --unit UNIT`, the code `--workers` runs. The driver (the compare.py the user started) writes OUT/config.yaml,
-  submits each phase's units (the bases, then the tuning trials, then the runs), prints the grid's progress, and
-  writes the summary, the scores and the report as the local path does;
+  --unit UNIT`, the code `--workers` runs (the driver's `task_of` makes each unit's Task: experiments/compare_grid.py).
+  The driver (the compare.py the user started) writes OUT/config.yaml, submits each phase's units (the bases, then the
+  tuning trials, then the runs), prints the grid's progress, and writes the summary, the scores and the report as the
+  local path does;
 - gcframe.evaluate: a model's re-scoring (`--unit RUN:MODEL`);
 - experiments/sweep_5_2.py: a cell (level x method x seed); experiments/slip_sweep.py and reproduce.py pass the
   backend to the compare.py and gcframe.evaluate commands they run.
@@ -16,7 +17,8 @@ A unit that dies (its process killed, its node lost) is retried (`max_retries`) 
 checkpoint in OUT; a unit that stops on bad input (exit status 2, a one-line error) is not retried, and its line
 is reported once. Every node must see OUT (and the cache, GCFRAME_CACHE) at the same path: a shared filesystem.
 
-Ray is an optional dependency (`pip install ".[ray]"`), imported only when a grid runs on it.
+Ray is an optional dependency (`pip install ".[ray]"`), imported only when a grid runs on it. This module runs
+commands; what they are (a script, its claims, the modules its fork server imports first) is the driver's.
 """
 from __future__ import annotations
 
@@ -28,11 +30,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gcframe.errors import UserError, resume_command
+from gcframe.errors import UserError
 
 INSTALL = 'pip install ".[ray]"'
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: every node has it at the same path
-COMPARE = ROOT / "experiments" / "compare.py"
 MAX_RETRIES = 3  # a unit whose process or node dies runs again this many times, from its last checkpoint
 ENV_PASSED = ("GCFRAME_CACHE", "HF_HOME", "HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
               "OMP_NUM_THREADS")
@@ -115,38 +116,13 @@ class Task:
     argv: tuple[str, ...]  # the command after `python`: a script or `-m module`, and its arguments
     needs: str  # a file every node must see (the folder's config.yaml): a node without the shared disk fails fast
     claim: str | None = None  # a claim file the unit takes: one found when it starts was left by a dead attempt
-
-
-def _claim_of(out: Path, unit: tuple) -> Path | None:
-    """The claim file a compare.py unit's run_cells takes. The driver is the only scheduler, so a claim found there
-    when the unit starts was left by an earlier attempt that died (perhaps on another host, where its owner cannot
-    be checked): it is removed."""
-    kind = unit[0]
-    if kind == "run":
-        return out / unit[1] / f"seed{unit[2]}.claim"
-    if kind == "trial":
-        from experiments.tune import TUNE_DIR, trial_label
-
-        return out / TUNE_DIR / trial_label(unit[1], float(unit[2])) / f"seed{unit[3]}.claim"
-    return None
-
-
-def compare_task(out: Path, unit: tuple, threads: int) -> Task:
-    """A unit of compare.py's grid (("base", seed), ("trial", label, lr, seed), ("run", label, seed)) as the command
-    `compare.py --resume OUT --cells-only --unit UNIT`: the code `--workers` runs, on the same folder."""
-    name = unit_name(unit)
-    try:
-        claim = _claim_of(out, unit)
-    except ImportError:
-        claim = None
-    return Task(name, (str(COMPARE), "--resume", str(out), "--cells-only", "--threads", str(threads), "--no-progress",
-                       "--unit", name), str(out / "config.yaml"), None if claim is None else str(claim))
+    preload: tuple[str, ...] = ()  # the command's own modules its fork server imports first, beside the libraries
 
 
 _server = None  # this Ray worker's fork server (gcframe.forkserver): the libraries imported once, each unit forked
 
 
-def _forked(cmd: list, log_path: Path) -> int:
+def _forked(cmd: list, log_path: Path, preload: tuple = ()) -> int:
     """Run `cmd` as a process of its own, forked from this worker's server (started on the worker's first unit, tied
     to the worker: a killed worker takes its server and the running unit with it, which then stops as on Ctrl-C, its
     claims removed and its last checkpoint kept); its streams appended to the log, its pid written there. Its exit
@@ -154,8 +130,11 @@ def _forked(cmd: list, log_path: Path) -> int:
     global _server
     from gcframe import forkserver
 
+    if _server is not None and _server.preload != forkserver.PRELOAD + tuple(preload):  # another command's
+        _server.stop()
+        _server = None
     if _server is None or _server.proc.poll() is not None:
-        _server = forkserver.Server(dict(os.environ), tied=True)
+        _server = forkserver.Server(dict(os.environ), tied=True, preload=preload)
     if not _server.ok:  # a server that could not fork safely: a fresh interpreter, as subprocess.run starts one
         with open(log_path, "a") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(ROOT),
@@ -189,7 +168,7 @@ def run_unit(out: str, task: Task) -> str:
     cmd = [sys.executable, *task.argv]
     with open(log_path, "a") as log:
         log.write(f"[{time.strftime('%H:%M:%S')} on {host}] {' '.join(cmd)}\n")
-    code = _forked(cmd, log_path)
+    code = _forked(cmd, log_path, task.preload)
     if code == 0:
         return task.name
     lines = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
@@ -200,11 +179,15 @@ def run_unit(out: str, task: Task) -> str:
 
 
 class Pool:
-    """A Ray session (embedded, or joined at `address`) that runs a phase's units and shows their progress."""
+    """A Ray session (embedded, or joined at `address`) that runs a phase's units and shows their progress. A unit is
+    a Task, or a driver's own unit that `task_of(out, unit, threads)` makes a Task of (compare.py's tuples:
+    experiments/compare_grid.py); `resume` is the command a failure line says continues the grid."""
 
-    def __init__(self, out: Path, threads: int, address: str | None, cpus: int | None, say=print):
+    def __init__(self, out: Path, threads: int, address: str | None, cpus: int | None, say=print, task_of=None,
+                 resume: str | None = None):
         ray = import_ray()
         self.ray, self.out, self.threads, self.say = ray, Path(out).resolve(), threads, say
+        self.task_of, self.resume = task_of, resume
         env = {k: os.environ[k] for k in ENV_PASSED if k in os.environ}
         env.setdefault("OMP_NUM_THREADS", str(threads))
         t0 = time.monotonic()
@@ -238,13 +221,13 @@ class Pool:
         tmp.replace(logs / "trials.json")
 
     def run(self, units: list, what: str, resume: str | None = None) -> None:
-        """Run every unit (a Task, or a compare.py unit tuple) as a Ray task and wait for them; progress lines as
-        tasks finish; a UserError naming the first failure once every other unit has finished (what they wrote is
-        kept: `resume` is the command that continues, by default compare.py --resume OUT --backend ray)."""
+        """Run every unit (a Task, or a unit `task_of` makes one of) as a Ray task and wait for them; progress lines
+        as tasks finish; a UserError naming the first failure once every other unit has finished (what they wrote is
+        kept: `resume` is the command that continues, by default the Pool's)."""
         if not units:
             return
         ray = self.ray
-        tasks = [u if isinstance(u, Task) else compare_task(self.out, tuple(u), self.threads) for u in units]
+        tasks = [u if isinstance(u, Task) else self.task_of(self.out, tuple(u), self.threads) for u in units]
         pending = {self.task.remote(str(self.out), t): t.name for t in tasks}
         done, failed, n = 0, [], len(units)
         self.say(f"ray: {n} {what} task(s) submitted")
@@ -261,7 +244,7 @@ class Pool:
             self.say(f"ray: {what}: {done}/{n} done, {len(pending)} running or queued, {len(failed)} failed")
         if failed:
             more = f" (and {len(failed) - 1} more failed task(s))" if len(failed) > 1 else ""
-            resume = resume or resume_command(self.out, "--backend", "ray")
+            resume = resume or self.resume or "the same command again"
             raise UserError(f"{failed[0]}{more}; the finished units are kept in {self.out}; once fixed, continue "
                             f"with: {resume}")
 

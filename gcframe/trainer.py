@@ -41,7 +41,7 @@ from gcframe.tracking.log import RunLogger
 from gcframe.tracking.memory import peak_rss_mb, reset_peak, rss_mb
 from gcframe.tracking import progress as progress_lines
 from gcframe.tracking.progress import ESTIMATE_AFTER, estimate_line, progress, say
-from methods.base import get_method
+from gcframe.registry import get_method
 
 
 def eval_steps(tcfg) -> set[int]:

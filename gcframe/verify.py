@@ -200,9 +200,8 @@ def _reference_below(batch, policy) -> None:
 
 
 def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: float = 0.05) -> dict:
+    from gcframe.registry import get_method
     from gcframe.trainer import Trainer
-
-    from methods import get_method
 
     name, cfg = variant_config(cfg, label)
     torch.manual_seed(seed)
@@ -275,9 +274,7 @@ def main(argv=None) -> int:
     (an unknown method, a method without a textbook loss)."""
     from accelerate import Accelerator
 
-    from gcframe import pipeline
-    from methods import REGISTRY
-
+    from gcframe import pipeline, registry
     from gcframe.tracking import threads
 
     p = argparse.ArgumentParser(prog="python -m gcframe.verify",
@@ -291,8 +288,9 @@ def main(argv=None) -> int:
         from gcframe.plugins import load
 
         load(args.methods_from)
-    names = [n.strip() for n in args.methods.split(",") if n.strip()] if args.methods else [*REGISTRY, *VARIANTS]
-    check_names(names, REGISTRY)  # before the SFT base: minutes from an empty cache
+    known = registry.methods()  # the built-in methods and installed packages' (entry points gcframe.methods)
+    names = [n.strip() for n in args.methods.split(",") if n.strip()] if args.methods else [*known, *VARIANTS]
+    check_names(names, known)  # before the SFT base: minutes from an empty cache
     threads.setup(args.threads)  # the first line of a run whose input is good
     cfg, task = pipeline.prepare(_verify_config())
     acc = Accelerator(cpu=True)

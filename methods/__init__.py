@@ -1,5 +1,6 @@
-"""One file per method. Importing this package registers them all (methods.base.REGISTRY), then the methods of
-installed packages (entry-point group `gcframe.methods`); a user's own file comes in through gcframe.plugins."""
+"""One file per method. Importing this package registers them all (gcframe.registry.REGISTRY, re-exported by
+methods.base), then the methods of installed packages (entry-point group `gcframe.methods`, of which this package is
+the first entry: pyproject.toml); a user's own file comes in through gcframe.plugins."""
 from methods.base import REGISTRY, Method, MethodConfig, default_methods, get_method, register  # noqa: F401
 from methods import sft  # noqa: F401  (registration order = the order --list-methods prints)
 # the seed's eight (DeepSeekMath §5.2.1's table, RLOO)
@@ -44,7 +45,7 @@ from methods import maxrl  # noqa: F401
 # a teacher beside the checker: on-policy and sequence-level distillation
 from methods import opd  # noqa: F401
 from methods import sft_teacher  # noqa: F401
-from gcframe.plugins import load_entry_points  # noqa: E402  (installed packages' methods: entry points gcframe.methods)
+from gcframe.registry import load_entry_points  # noqa: E402  (installed packages' methods: group gcframe.methods)
 
 load_entry_points()
 

@@ -13,6 +13,7 @@ optimisers. Measurements a method wants logged go through `self.record(name=valu
 """
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -21,24 +22,10 @@ import torch
 from gcframe.batch import Batch
 from gcframe.engine import Normaliser, check_aggregation
 from gcframe.errors import UserError
+from gcframe.registry import REGISTRY, get_method, register  # noqa: F401  (gcframe's registry, re-exported)
 
 if TYPE_CHECKING:
     from gcframe.context import Context
-
-REGISTRY: dict[str, type["Method"]] = {}
-
-
-def register(name: str):
-    """Class decorator: make a method available under `name` (for --methods and configs)."""
-
-    def deco(cls):
-        if name in REGISTRY and REGISTRY[name] is not cls:
-            raise ValueError(f"method name '{name}' registered twice")
-        cls.name = name
-        REGISTRY[name] = cls
-        return cls
-
-    return deco
 
 
 def default_methods(options: dict | None = None) -> list[str]:
@@ -48,13 +35,6 @@ def default_methods(options: dict | None = None) -> list[str]:
     options = options or {}
     return [n for n, cls in REGISTRY.items()
             if not getattr(cls, "uses_teacher", False) or (options.get(n) or {}).get("teacher")]
-
-
-def get_method(name: str) -> type["Method"]:
-    if name not in REGISTRY:
-        raise UserError(f"unknown method '{name}': known methods are {', '.join(REGISTRY)} "
-                        "(see --list-methods)")
-    return REGISTRY[name]
 
 
 @dataclass
@@ -163,13 +143,15 @@ class Method:
         """Before any run starts (compare.py, after the model's tokenizer is loaded and the task built): raise a
         UserError naming this method and the fix if it cannot run on the configured model. Default: nothing."""
 
-    # -- the API ---------------------------------------------------------------------------------------
+    # -- the API (abstract: a marker gcframe.registry.check_api reads; Method is no ABC) -------------------
+    @abstractmethod
     def collect(self, step: int) -> Batch:
         raise NotImplementedError
 
     def prepare(self, batch: Batch) -> None:
         """Once per collected batch, under no_grad. Default: nothing."""
 
+    @abstractmethod
     def coefficients(self, batch: Batch, logp: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 

@@ -34,6 +34,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
     torch.set_num_threads(1)
 
+from gcframe import forkserver  # noqa: E402  (the tests' command-line runs fork from its servers)
+
+forkserver.also_import("methods", "analysis.report", "analysis.findings", "experiments.compare")  # what they import
+
 
 def pytest_configure(config):
     """In the controlling process (xdist's, or the only one with -n 0), before any worker starts: the session's

@@ -78,14 +78,36 @@ def test_address_without_the_ray_backend_is_refused(tmp_path):
 
 def test_a_node_that_cannot_see_the_run_folder_fails_in_one_line(tmp_path):
     """A unit's task on a node without the shared disk: one line naming the folder and the fix, not retried."""
+    from experiments.compare_grid import compare_task
     from gcframe import raygrid
 
     with pytest.raises(raygrid.UnitFailed) as e:
-        raygrid.run_unit(str(tmp_path / "elsewhere"), raygrid.compare_task(tmp_path / "elsewhere", ("run", "sft", 0), 1))
+        raygrid.run_unit(str(tmp_path / "elsewhere"), compare_task(tmp_path / "elsewhere", ("run", "sft", 0), 1))
     line = str(e.value)
     assert "\n" not in line and f"cannot see the run folder {tmp_path / 'elsewhere'}" in line
     assert f"({tmp_path / 'elsewhere' / 'config.yaml'} is not there)" in line
     assert "a filesystem every Ray node mounts at the same path" in line
+
+
+def test_a_unit_forks_from_a_server_that_imported_the_drivers_modules(tmp_path):
+    """A Ray task's body without Ray (`run_unit`): the unit is forked from a server that imported the libraries and
+    the modules its driver names (`Task.preload`: compare.py's, experiments/compare_grid.py), and a unit of another
+    driver gets a server of its own; the library names none of them."""
+    from experiments.compare_grid import PRELOAD
+    from gcframe import raygrid
+
+    probe = tmp_path / "probe.py"
+    probe.write_text("import sys\nprint('preloaded' if 'analysis.report' in sys.modules else 'fresh')\n")
+    (tmp_path / "config.yaml").write_text("{}")
+    try:
+        for preload, want in ((PRELOAD, "preloaded"), ((), "fresh")):
+            task = raygrid.Task(f"probe:{want}", (str(probe),), str(tmp_path / "config.yaml"), None, preload)
+            assert raygrid.run_unit(str(tmp_path), task) == task.name
+            log = (tmp_path / "ray-logs" / f"probe_{want}.log").read_text()
+            assert want in log.splitlines()[1:], log
+    finally:
+        if raygrid._server is not None:
+            raygrid._server.stop()
 
 
 def test_an_address_nothing_answers_at_is_one_line_before_anything_is_written():

@@ -74,8 +74,9 @@ def inputs() -> dict[str, torch.Tensor]:
 
 def check(label: str, d: dict | None = None) -> dict:
     """One row: {label, max_rel_diff, branches {name: tokens}, missing [branches not taken], clip_low, clip_high}."""
-    from methods.grpo import GRPO
+    from gcframe.registry import get_method
 
+    grpo = get_method("grpo")  # the GC the corrections multiply: the registry's, its module never imported here
     d = d or inputs()
     name, low, high = CHECKS[label]
     corr = Correction(name, low, high)
@@ -84,7 +85,7 @@ def check(label: str, d: dict | None = None) -> dict:
     batch = Batch(torch.ones(N, 1, dtype=torch.long), torch.ones(N, 1, dtype=torch.long), torch.full((N, T), 5),
                   d["mask"], torch.arange(N) // G, {"rewards": rewards, "correct": rewards.clone(), "old_logp": old,
                                                     "mu_logp": d["mu"], "ref_logp": d["ref"]})
-    method = GRPO(GRPO.Config.from_dict({"beta": 0.1}, "grpo"), SimpleNamespace())
+    method = grpo(grpo.Config.from_dict({"beta": 0.1}, "grpo"), SimpleNamespace())
     method.prepare(batch)
     logp = d["logp"].clone().requires_grad_()
     gc = method.coefficients(batch, logp)  # [N, T]
