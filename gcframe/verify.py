@@ -223,7 +223,9 @@ def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: 
             _perturb(trainer.ctx.reference, torch.Generator().manual_seed(seed + 1), perturb)
             batch.data["ref_logp"] = token_logprobs(trainer.ctx.reference, batch)
         batch.data["old_logp"] = token_logprobs(policy, batch)
+        before = set(batch.data)
         method.prepare(batch)
+        prepared = sorted(set(batch.data) - before)  # the columns prepare stored (`Method.stores` declares them)
     move_off_policy(policy, batch, batch.data["old_logp"], gen, perturb)
     if "mismatched" in batch.data:  # KTO: its reference point z₀ > 0 on any machine
         _reference_below(batch, policy)
@@ -250,6 +252,7 @@ def verify_method(label: str, cfg, task, base_dir, acc, seed: int = 0, perturb: 
         "clip_frac": stats.get("clip_frac", float("nan")),
         "beta": getattr(method.cfg, "beta", 0.0),
         "stats": stats,  # everything the method recorded (gcframe.verify's own tests read which branches ran)
+        "prepared": prepared,
     }
 
 

@@ -22,6 +22,7 @@ import torch
 from gcframe.batch import Batch
 from gcframe.engine import Normaliser, check_aggregation
 from gcframe.errors import UserError
+from gcframe.offpolicy import corrections
 from gcframe.registry import REGISTRY, get_method, register  # noqa: F401  (gcframe's registry, re-exported)
 
 if TYPE_CHECKING:
@@ -94,6 +95,12 @@ class Method:
     the run labelled by a dial it never had (analysis.off_policy filed such a run under its k); None (not declared:
     allowed)."""
 
+    stores: ClassVar[tuple[str, ...] | None] = None
+    """The batch.data columns `prepare` stores (advantages, values, a teacher's log-probs; the sampled batch's own,
+    rewards and log μ, are the Context's). Declared, a train.correction that reads a column the method does not store
+    (opsm reads the advantages) is refused before the run starts; None (not declared): on the run's first batch.
+    gcframe.verify's rows check each declaration against what prepare stored."""
+
     def __init__(self, cfg: MethodConfig, ctx: "Context"):
         self.cfg = cfg
         self.ctx = ctx
@@ -120,6 +127,7 @@ class Method:
                             f"'{label}' has no ratio π_θ/π_old (it reads no π_old): it applies to {known}, and your "
                             f"own with a ratio; set it to none for '{label}' (methods: {{{label}: {{train: "
                             "{correction: none}}})")
+        corrections.check_method(t.correction, cls, label)  # a column the correction reads, not stored (opsm: Â)
 
         if t.pipeline and not cls.needs_old_logp:  # gcframe.offpolicy.pipeline: the live policy's samples, k ahead
             known = ", ".join(n for n, c in REGISTRY.items() if c.needs_old_logp)

@@ -61,6 +61,8 @@ def old_logp_for_selection(method, batch: Batch) -> torch.Tensor:
 class ClipCov(GRPO):
     """Data: GRPO's, `ctx.rollout(B, G)`: G completions of each of B prompts from π_old = the live policy."""
 
+    stores = ("advantages", "cov_key", "cov_selected")
+
     @dataclass
     class Config(GRPO.Config):
         aggregation: str = "token-mean"

@@ -96,6 +96,7 @@ class GRPO(Method):
     uses_reference = True
     needs_groups = True
     rollout_groups = True
+    stores = ("advantages",)
 
     def collect(self, step: int) -> Batch:
         t = self.ctx.cfg.train

@@ -29,6 +29,8 @@ from methods.grpo import GRPO, GroupConfig, masked_mean
 class KLCov(GRPO):
     """Data: GRPO's, `ctx.rollout(B, G)`: G completions of each of B prompts from π_old = the live policy."""
 
+    stores = ("advantages", "cov_selected")
+
     @dataclass
     class Config(GroupConfig):
         aggregation: str = "token-mean"

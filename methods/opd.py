@@ -43,6 +43,7 @@ class OPD(WithTeacher, Method):
     sampled token (`teacher_logp`), and with the vOPD baseline the per-position KL(π_old ‖ π_T) (`teacher_kl`)."""
 
     rollout_groups = True
+    stores = ("teacher_logp", "teacher_kl")  # (teacher_kl with the vOPD baseline only): no advantages
     uses_teacher: ClassVar[bool] = True
     """A teacher folder is an option of this method (gcframe.verify makes one for it: a perturbed copy of the base)."""
 

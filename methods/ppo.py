@@ -62,6 +62,7 @@ class PPO(Method):
     Config = PPOConfig
     uses_reference = True
     rollout_groups = False  # one sample per prompt
+    stores = ("advantages", "returns", "values_old")
 
     def __init__(self, cfg: PPOConfig, ctx):
         super().__init__(cfg, ctx)

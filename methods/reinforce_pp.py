@@ -89,6 +89,8 @@ class ReinforcePP(Method):
                 raise UserError("group_baseline subtracts the mean reward of a prompt's group, but grouped is false "
                                 "(one completion per prompt, every advantage would be 0): set grouped: true")
 
+    stores = ("advantages",)
+
     def __init__(self, cfg: Config, ctx):
         super().__init__(cfg, ctx)
         self.uses_reference = cfg.beta > 0 or cfg.kl_loss_coef > 0  # log π_ref only where a KL term needs it

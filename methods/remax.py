@@ -55,6 +55,8 @@ class ReMax(Method):
             if self.beta < 0:
                 raise UserError(f"beta must be >= 0, got {self.beta}")
 
+    stores = ("advantages",)
+
     def __init__(self, cfg: Config, ctx):
         super().__init__(cfg, ctx)
         self.uses_reference = cfg.beta > 0  # log π_ref only when the KL penalty is on

@@ -39,6 +39,7 @@ class RLOO(Method):
 
     needs_groups = True
     rollout_groups = True
+    stores = ("advantages",)
 
     def __init__(self, cfg: Config, ctx):
         super().__init__(cfg, ctx)

@@ -283,6 +283,12 @@ BAD = {  # train options (and methods): words the one line must hold
     "sampler dtype the machine cannot run": ({"sampler_dtype": "float16"}, "grpo",
                                              ["train.sampler_dtype float16 cannot run on this machine",
                                               "no kernel for Half"]),
+    # before, accepted: opsm read opd's absent advantages as 0 and never masked a sequence
+    "opsm for a method that stores no advantages": ({"correction": "opsm"}, "opd",
+                                                    ["train.correction opsm reads batch.data['advantages']",
+                                                     "method 'opd' does not store", "(its prepare stores teacher_logp",
+                                                     "opsm applies to methods that store it (ppo, grpo",
+                                                     "{opd: {train: {correction: none}}}"]),
 }
 
 
@@ -303,6 +309,63 @@ def test_bad_off_policy_input_is_one_line_and_exit_2_before_anything(name, tmp_p
     assert stop.value.code == 2 and len(err) == 1 and err[0].startswith("error: "), err
     assert all(w in err[0] for w in words), err[0]
     assert not out.exists()  # refused before anything was written or trained
+
+
+# -- the columns a correction reads ----------------------------------------------------------------------------------
+def test_each_correction_declares_the_columns_it_reads():
+    """READS: the engine's log π_old and log μ for the ratio corrections, nothing for none and naive, log μ and the
+    method's advantages for opsm: the one column a method must store."""
+    from gcframe.offpolicy.corrections import FILLED, READS, method_columns
+
+    assert set(READS) == set(FACTORS)
+    assert READS["none"] == READS["naive"] == () and READS["opsm"] == ("mu_logp", "advantages")
+    assert all(READS[n] == FILLED for n in ("tis", "seq_tis", "mis", "seq_mis", "icepop", "decoupled"))
+    assert [n for n in READS if method_columns(n)] == ["opsm"]
+
+
+def test_a_method_that_declares_no_advantages_is_refused_opsm_before_the_run():
+    """Method.check_run: opsm on opd (it stores the teacher's log-probs) is one line naming the correction, the method,
+    the column and the fix; on grpo (it stores the advantages) and with any ratio correction, accepted."""
+    from gcframe.config import from_dict
+    from gcframe.errors import UserError
+    from methods import REGISTRY
+
+    cfg = from_dict({"train": {"correction": "opsm"}})
+    with pytest.raises(UserError) as e:
+        REGISTRY["opd"].check_run(cfg, "opd@vopd")
+    line = str(e.value)
+    assert "\n" not in line and line.startswith("train.correction opsm reads batch.data['advantages'], which method "
+                                                "'opd@vopd' does not store (its prepare stores teacher_logp")
+    assert "choose a correction that reads only π_old and μ (none, naive, tis" in line
+    assert line.endswith("(methods: {opd@vopd: {train: {correction: none}}})")
+    REGISTRY["grpo"].check_run(cfg, "grpo")
+    tis = from_dict({"train": {"correction": "tis"}, "methods": {"opd": {"teacher": "clean_base"}}})
+    REGISTRY["opd"].check_run(tis, "opd")
+
+
+def test_an_undeclared_method_without_advantages_is_refused_opsm_on_its_first_batch(tiny_base, tmp_path, rewards,
+                                                                                     monkeypatch):
+    """A method that declares nothing (stores None: a user's) passes the check before the run; its first batch
+    without advantages stops the run in one line (before: w = 1 everywhere, the mask never applied)."""
+    from gcframe.errors import UserError
+    from gcframe.offpolicy import corrections
+    from methods import REGISTRY
+
+    monkeypatch.setattr(REGISTRY["grpo"], "stores", None)
+    tr = trainer(tiny_base, tmp_path, staleness=1, correction="opsm")
+    monkeypatch.setattr(tr.method, "prepare", lambda batch: None)  # stores no advantages
+    monkeypatch.setattr(tr.method, "coefficients", lambda batch, logp: batch.completion_mask.clone())
+    with pytest.raises(UserError) as e:
+        tr.train_step(0)
+    line = str(e.value)
+    assert line.startswith("train.correction opsm reads batch.data['advantages'], which the method does not store: "
+                           "opsm applies to methods that store it (ppo, ") and "\n" not in line
+    assert line.endswith("for the method (methods: {<label>: {train: {correction: none}}})")
+    x = hand_inputs()
+    x.adv, x.method = None, "mine"  # with the method's name (corrections.inputs(..., method=)), it is named
+    with pytest.raises(UserError, match="which method 'mine' does not store: .*{mine: {train: {correction: none}}}"):
+        corrections.Correction("opsm", None, 0.3).factor(x)
+    assert corrections.Correction("tis", None, 2.0).factor(x)[0].shape == x.mask.shape  # reads no advantages
 
 
 # -- the head-to-head grid (experiments/configs/off_policy.yaml, reproduce.py off_policy) ---------------------------

@@ -116,6 +116,23 @@ def test_a_method_that_reads_pi_old_cannot_declare_it_unused(rows, monkeypatch):
     assert r["reads_old_logp_undeclared"] and r["max_rel_diff"] == float("inf")
 
 
+def test_each_declared_store_is_what_prepare_stored(rows):
+    """`Method.stores` (what a train.correction's columns are checked against before a run): every column a method's
+    prepare stored in its row is declared, and a column a correction reads (opsm: the advantages) is declared only
+    where prepare stored it. Every method a correction may apply to (one with a ratio) declares."""
+    from gcframe.offpolicy.corrections import READS, method_columns
+
+    read = {c for name in READS for c in method_columns(name)}
+    assert read == {"advantages"}
+    for label, r in rows.items():
+        cls = REGISTRY[verify.VARIANTS.get(label, (label,))[0]]
+        assert cls.stores is not None or not cls.needs_old_logp, label
+        if cls.stores is not None:
+            assert set(r["prepared"]) <= set(cls.stores), (label, r["prepared"])
+            assert {c for c in cls.stores if c in read} <= set(r["prepared"]), (label, r["prepared"])
+    assert "advantages" not in rows["opd"]["prepared"] and "advantages" in rows["grpo"]["prepared"]
+
+
 def test_the_command_exits_zero(rows, capsys, monkeypatch):
     # the fixture's rows are the same function's on the same config: the command's own table and exit status are
     # what this checks (each gradient is checked above), without computing all of them a second time

@@ -21,7 +21,10 @@ importance weight and its off-policy mask to the policy-gradient term only and a
 
 Every correction has the one signature `fn(x: Inputs, low, high) -> (w [N, T], cut [N, T] bool)`, `cut` marking
 the tokens whose weight it truncated or zeroed; `gcframe.verify` checks each against its textbook form
-(gcframe.textbook.off_policy) with every branch active.
+(gcframe.textbook.off_policy) with every branch active. Each declares the batch columns it reads (`READS`): log π_old
+and log μ are the engine's (`FILLED`), any other a method's prepare stores (opsm's advantages), and a method that
+does not store it is refused in one line, before the run where the method declares what it stores (`Method.stores`,
+`check_method`), else on its first batch (`Correction.factor`).
 """
 from __future__ import annotations
 
@@ -31,17 +34,63 @@ from typing import Callable
 
 import torch
 
+from gcframe.errors import UserError
 from gcframe.offpolicy import FAR, thresholds
 
 FACTORS: dict[str, Callable] = {}
+READS: dict[str, tuple[str, ...]] = {}
+"""correction -> the batch.data columns it reads (beside the completion mask and log π_θ)."""
+FILLED = ("old_logp", "mu_logp")
+"""The columns the engine fills wherever a correction is on: log π_old (recomputed by the learner) and log μ
+(recorded by the sampler; a batch without it is refused by the trainer)."""
+FIELDS = {"old_logp": "old_logp", "mu_logp": "mu_logp", "advantages": "adv"}
+"""A column's field of `Inputs`."""
 
 
-def register(name: str):
+def register(name: str, reads: tuple[str, ...] = FILLED):
+    """Register a correction under `name`, with the batch columns it reads (by default log π_old and log μ)."""
+    unknown = [c for c in reads if c not in FIELDS]
+    if unknown:
+        raise ValueError(f"correction '{name}' reads {unknown[0]}, which Inputs does not carry: add it to FIELDS")
+
     def deco(fn):
         FACTORS[name] = fn
+        READS[name] = tuple(reads)
         return fn
 
     return deco
+
+
+def method_columns(name: str) -> list[str]:
+    """The columns correction `name` reads that a method must store (those the engine does not fill)."""
+    return [c for c in READS[name] if c not in FILLED]
+
+
+def refusal(name: str, column: str, label: str | None, stores: tuple[str, ...] | None = None) -> str:
+    """The one line refusing correction `name` on method `label` (None: not known here), whose batch lacks
+    `column`: what reads it, which methods store it, and the corrections (or none) that run without it."""
+    from gcframe.registry import REGISTRY
+
+    which = f"method '{label}'" if label else "the method"
+    has = f" (its prepare stores {', '.join(stores) or 'nothing'})" if stores is not None else ""
+    known = ", ".join(n for n, c in REGISTRY.items() if column in (getattr(c, "stores", None) or ()))
+    others = ", ".join(n for n in FACTORS if not method_columns(n))
+    where = label or "<label>"
+    return (f"train.correction {name} reads batch.data['{column}'], which {which} does not store{has}: {name} "
+            f"applies to methods that store it ({known}, and your own that set it in prepare and declare it in "
+            f"stores); choose a correction that reads only π_old and μ ({others}) for {which} (methods: "
+            f"{{{where}: {{train: {{correction: none}}}}}})")
+
+
+def check_method(name: str, cls, label: str) -> None:
+    """Before a run starts: refuse correction `name` on a method whose declared columns (`stores`, not None) lack
+    one it reads. A method that declares nothing is checked on its first batch (`Correction.factor`)."""
+    stores = getattr(cls, "stores", None)
+    if name not in READS or stores is None:
+        return
+    missing = [c for c in method_columns(name) if c not in stores]
+    if missing:
+        raise UserError(refusal(name, missing[0], label, tuple(stores)))
 
 
 @dataclass
@@ -52,7 +101,8 @@ class Inputs:
     mu_logp: torch.Tensor  # log μ, recorded by the sampler
     logp: torch.Tensor  # log π_θ, detached (opsm's sequence KL is to the live policy)
     mask: torch.Tensor  # completion mask
-    adv: torch.Tensor  # advantages, [N] or [N, T] (opsm reads the sign of each sequence's)
+    adv: torch.Tensor | None  # advantages, [N] or [N, T] (opsm reads the sign of each sequence's); None: not stored
+    method: str | None = None  # the method whose batch it is (named where a correction is refused)
 
     @property
     def log_rho(self) -> torch.Tensor:
@@ -74,13 +124,13 @@ def _band(rho: torch.Tensor, low: float | None, high: float | None) -> torch.Ten
     return keep
 
 
-@register("none")
+@register("none", reads=())
 def _none(x: Inputs, low, high):
     """w = 1: π_old is recomputed and the method's clip is measured against it; the mismatch μ ≠ π_old is left."""
     return torch.ones_like(x.mask), torch.zeros_like(x.mask, dtype=torch.bool)
 
 
-register("naive")(_none)  # w = 1 as well: its difference is in the engine, which stores μ as π_old (`replaces_old`)
+register("naive", reads=())(_none)  # w = 1 too: its difference is in the engine, which stores μ as π_old (replaces_old)
 
 
 @register("tis")
@@ -138,7 +188,7 @@ def _icepop(x: Inputs, low, high):
     return _mis(x, low, high)
 
 
-@register("opsm")
+@register("opsm", reads=("mu_logp", "advantages"))
 def _opsm(x: Inputs, low, high):
     """DeepSeek-V3.2's off-policy sequence masking (DeepSeek-AI 2025, arXiv:2512.02556, eq. 9):
 
@@ -193,7 +243,12 @@ class Correction:
         return self.name not in ("none", "naive")
 
     def factor(self, x: Inputs) -> tuple[torch.Tensor, torch.Tensor]:
-        """(w [N, T] with 0 on padding, cut [N, T] bool on the completion's tokens), no grad."""
+        """(w [N, T] with 0 on padding, cut [N, T] bool on the completion's tokens), no grad. A column it reads that
+        the batch lacks is one line (`refusal`), on the first batch: before, opsm read no advantages as 0 and never
+        masked."""
+        missing = [c for c in method_columns(self.name) if getattr(x, FIELDS[c]) is None]
+        if missing:
+            raise UserError(refusal(self.name, missing[0], x.method))
         with torch.no_grad():
             w, cut = FACTORS[self.name](x, self.low, self.high)
             return w * x.mask, cut & (x.mask > 0)
@@ -205,11 +260,12 @@ class Correction:
         return None
 
 
-def inputs(batch, logp: torch.Tensor, old_logp: torch.Tensor | None = None) -> Inputs:
-    """The correction's inputs from a batch: log π_old (the batch's, unless given), log μ, log π_θ (detached)."""
+def inputs(batch, logp: torch.Tensor, old_logp: torch.Tensor | None = None, method: str | None = None) -> Inputs:
+    """The correction's inputs from a batch: log π_old (the batch's, unless given), log μ, log π_θ (detached), the
+    advantages where the method stored them (None where not: a correction that reads them refuses the batch)."""
     d = batch.data
     return Inputs(d["old_logp"] if old_logp is None else old_logp, d["mu_logp"], logp.detach(),
-                  batch.completion_mask, d.get("advantages", torch.zeros(len(batch), device=logp.device)))
+                  batch.completion_mask, d.get("advantages"), method)
 
 
 def mismatch(old_logp: torch.Tensor, mu_logp: torch.Tensor, mask: torch.Tensor,
