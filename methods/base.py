@@ -166,6 +166,13 @@ class Method:
     def auxiliary_models(self) -> dict[str, torch.nn.Module]:
         return {}
 
+    def use_auxiliary_models(self, models: dict[str, torch.nn.Module]) -> None:
+        """The engine's prepared modules of `auxiliary_models()` (under DDP, wrapped), by the same names, once before
+        the first step: the method computes with these. Default: each replaces the attribute of its name (PPO's
+        self.critic)."""
+        for name, m in models.items():
+            setattr(self, name, m)
+
     def auxiliary_loss(self, batch: Batch, norm: Normaliser) -> torch.Tensor | None:
         return None
 

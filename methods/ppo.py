@@ -101,7 +101,7 @@ class PPO(Method):
                             "(a Llama-like causal LM)") from None
 
     def auxiliary_models(self) -> dict[str, torch.nn.Module]:
-        return {"critic": self.critic}  # the Trainer replaces self.critic by its prepared (maybe DDP) module
+        return {"critic": self.critic}  # use_auxiliary_models: self.critic becomes the prepared (maybe DDP) module
 
     def collect(self, step: int) -> Batch:
         t = self.ctx.cfg.train
