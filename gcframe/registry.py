@@ -20,6 +20,8 @@ ENTRY_POINT_GROUP = "gcframe.methods"
 INSTALL = "pip install -e ."
 """What puts the built-in methods' entry point in the environment (pyproject.toml declares it)."""
 _loaded: list[str] | None = None  # the group's entry-point names, once loaded (None: not yet)
+NONE_REGISTERED = (f"no method is registered, as the entry points of group {ENTRY_POINT_GROUP} (the built-in methods "
+                   f"among them) are not installed: install the checkout ({INSTALL})")
 
 
 def register(name: str):
@@ -42,17 +44,17 @@ def get_method(name: str) -> type:
         load_entry_points()
     if name not in REGISTRY:
         if not REGISTRY:
-            raise UserError(f"unknown method '{name}': no method is registered, as the entry points of group "
-                            f"{ENTRY_POINT_GROUP} (the built-in methods among them) are not installed: install the "
-                            f"checkout ({INSTALL})")
+            raise UserError(f"unknown method '{name}': {NONE_REGISTERED}")
         raise UserError(f"unknown method '{name}': known methods are {', '.join(REGISTRY)} "
                         "(see --list-methods)")
     return REGISTRY[name]
 
 
 def methods() -> dict[str, type]:
-    """Every method: the registry once the entry points are loaded."""
+    """Every method: the registry once the entry points are loaded (none at all: one line naming the install)."""
     load_entry_points()
+    if not REGISTRY:
+        raise UserError(NONE_REGISTERED)
     return REGISTRY
 
 

@@ -345,3 +345,9 @@ def test_a_registry_without_its_entry_points_says_how_to_install_them(monkeypatc
                           "(pip install -e .)")
     else:
         raise AssertionError("no refusal")
+    try:
+        registry.methods()  # gcframe.verify's list: the same line, not an unknown variant of nothing
+    except UserError as e:
+        assert str(e).startswith("no method is registered") and str(e).endswith("(pip install -e .)")
+    else:
+        raise AssertionError("no refusal")
