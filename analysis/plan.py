@@ -83,8 +83,12 @@ def simulated_size(comps: dict, accuracy: float, S: int, P: int, level: float, s
     from analysis.outcome_model import calibrate, match, seed_sd_of, two_arms
     from analysis.paired import reference_p
 
-    c, s_b, s_g = calibrate(comps["var_problem"], comps["var_resid"], min(max(accuracy, 0.02), 0.98))
-    tau = seed_sd_of(comps["var_seed"], (c, s_b, s_g))
+    try:  # a component truncated at 0 is floored: the binary model has no problem or residual variance of 0
+        c, s_b, s_g = calibrate(max(comps["var_problem"], 1e-5), max(comps["var_resid"], 1e-4),
+                                min(max(accuracy, 0.02), 0.98))
+        tau = seed_sd_of(comps["var_seed"], (c, s_b, s_g))
+    except (RuntimeError, ValueError, ZeroDivisionError):  # no binary model has these components: not simulated
+        return math.nan
     spread, wide = math.hypot(s_b, s_g), tau * math.sqrt(2)
     gens = [{"s_b": s_b, "s_g": s_g, "c_a": c, "c_b": c, "tau_a": tau, "tau_b": tau},
             {"s_b": s_b, "s_g": s_g, "c_a": match(c, spread, math.hypot(spread, wide)), "c_b": c, "tau_a": wide,
@@ -176,7 +180,7 @@ def plan_rows(runs, spec: dict, seeds_run: int, sims: int = SIMS) -> list[dict]:
             planned, size = by_power, math.nan
             while planned is not None and planned <= MAX_SEEDS:
                 size = simulated_size(comps, comps["accuracy"], planned, P, level, sims)
-                if size <= SIZE_FACTOR * level:
+                if math.isnan(size) or size <= SIZE_FACTOR * level:  # NaN: not simulated (plan.csv shows it)
                     break
                 planned += 1
             if planned is not None and planned > MAX_SEEDS:
