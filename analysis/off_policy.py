@@ -54,6 +54,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gcframe.errors import UserError, cli_entry  # noqa: E402
 
+OUTCOMES = "problems.csv.gz"
+"""A committed result's per-problem outcomes (analysis.results.OUTCOMES, named here: analysis.results imports this
+module)."""
+
 LOGGED = {"mismatch_kl_k3": "KL(μ‖π_old) k3", "mismatch_far_frac": "|log ρ| > log 2",
           "correction_frac": "corrected", "clip_frac": "clipped"}
 """The mismatch columns shown beside each cell: the run's mean over its training steps (absent: not logged)."""
@@ -351,8 +355,6 @@ def committed(result: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     cell: a k = 0 arm's, which no table shows)."""
     import yaml
 
-    from analysis.results import OUTCOMES
-
     missing = [f for f in ("config.yaml", OUTCOMES) if not (result / f).is_file()]
     if missing:
         raise UserError(f"{result} lacks {' and '.join(missing)}: give a committed result of the off-policy grid "
@@ -420,7 +422,7 @@ def figure(frame: pd.DataFrame, outcomes: pd.DataFrame, path: Path) -> Path:
                   order=sorted(top["correction"].unique(), key=lambda c: (c != "none", c)), legend=False)
     axes[1].set(xlabel=f"correction at k = {ks[-1]}", ylabel="", title="what each correction recovers")
     fig.tight_layout()
-    from analysis.report import save_figure
+    from analysis.savefig import save_figure
 
     save_figure(fig, path, dpi=100)  # atomic: a full disk leaves the figure before, never half of one
     plt.close(fig)

@@ -32,6 +32,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from analysis.runs import RESCORED_SOURCE, TEACHER, Runs, fmt, markdown_table, partial_rescorings, spread  # noqa: E402
+from analysis.savefig import save_figure  # noqa: E402,F401  (the figures written whole; re-exported)
 from gcframe.errors import UserError, check_writable, cli_entry, disk_full, disk_full_line  # noqa: E402
 
 DPI = 100
@@ -192,20 +193,6 @@ def delta_rows(runs: Runs) -> list[dict]:
 
 
 # -- figures -----------------------------------------------------------------------------------------------------
-def save_figure(fig, path: Path, **kwargs) -> Path:
-    """fig.savefig(path) atomically, as the tables are written: into a temporary file of this process (`*.tmp<pid>`,
-    which Ctrl-C removes), renamed into place once whole, so that a full disk or a kill leaves the figure that was
-    there (or none), never a truncated PNG."""
-    path = Path(path)
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    try:
-        fig.savefig(tmp, format=path.suffix.lstrip(".") or None, **kwargs)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     save_figure(fig, path, dpi=DPI, bbox_inches="tight" if fig.legends else None)  # a legend under the panels too

@@ -111,7 +111,7 @@ def figure(df: pd.DataFrame, curve: pd.DataFrame, path: Path) -> Path:
             title="expected best after n trials (Dodge et al. 2019)")
     ax2.set_xticks(sorted(curve["trials"].unique()))
     fig.tight_layout()
-    from analysis.report import save_figure
+    from analysis.savefig import save_figure
 
     save_figure(fig, path, dpi=110, bbox_inches="tight")  # atomic: never a truncated PNG
     plt.close(fig)

@@ -95,8 +95,9 @@ def design_difference(committed: dict, recipe: dict) -> list[str]:
     return sorted(k for k in set(a) & set(b) if a[k] != b[k] and DERIVED.get(k, object()) != b[k])
 
 
-def check(name: str, recipe, seeds: list[int], results: Path) -> dict:
-    """Every refusal before anything runs (module docstring) -> the committed config.yaml."""
+def check(name: str, recipe, seeds: list[int], results: Path, configs: Path) -> dict:
+    """Every refusal before anything runs (module docstring) -> the committed config.yaml; `configs`: the folder of
+    the recipes' config files."""
     import yaml
 
     from analysis.seeds import committed, tuning_seeds
@@ -133,9 +134,7 @@ def check(name: str, recipe, seeds: list[int], results: Path) -> dict:
     elif model and not Path(model).is_dir():
         raise UserError(f"{name}'s model is the folder {model}, which this machine does not have, so no seed's base "
                         "can be built here")
-    from experiments.reproduce import CONFIGS
-
-    differ = design_difference(design(cfg), recipe_design(CONFIGS / recipe.config))
+    differ = design_difference(design(cfg), recipe_design(configs / recipe.config))
     if differ:
         raise UserError(f"experiments/configs/{recipe.config} no longer has results/{name}'s design (digest "
                         f"{digest(design(cfg))}): {', '.join(differ[:5])}{' ...' if len(differ) > 5 else ''} "

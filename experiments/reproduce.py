@@ -577,7 +577,7 @@ def grow_result(name: str, recipe: Recipe, args) -> Path | None:
         raise UserError("--quick makes a smoke run beside results/; it does not grow a result: drop --seeds or --quick")
     seeds = grow.parse_seeds(args.seeds)
     results = Path(args.results) / name
-    cfg = grow.check(name, recipe, seeds, Path(args.results))
+    cfg = grow.check(name, recipe, seeds, Path(args.results), CONFIGS)
     families = declared(recipe.config)
     from gcframe.config import load_yaml
 

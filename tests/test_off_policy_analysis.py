@@ -219,3 +219,10 @@ def test_a_binary_summary_and_a_file_as_to_are_one_line_each(tmp_path, capsys):
     err = _one_line([str(out)], capsys)
     assert f"'{out / 'summary.csv'}' is damaged (binary, empty or cut" in err and "--resume" in err
     assert not (out / "report").exists()
+
+
+def test_the_outcomes_file_is_named_once():
+    """analysis.off_policy names the committed outcomes file itself (analysis.results imports it): the same name."""
+    from analysis import off_policy, results
+
+    assert off_policy.OUTCOMES == results.OUTCOMES

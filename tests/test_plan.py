@@ -110,7 +110,8 @@ def test_growing_is_refused_before_anything_runs(tmp_path, edit, pick, says):
         (folder / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
     with pytest.raises(UserError, match=says):
-        grow.check("distillation", RECIPES["distillation"], pick(committed(folder)), tmp_path / "results")
+        grow.check("distillation", RECIPES["distillation"], pick(committed(folder)), tmp_path / "results",
+                   ROOT / "experiments" / "configs")
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
 
 
