@@ -44,3 +44,18 @@ def test_method_page_lists_every_option(page, hook):
     expected = [(f.name, hook.default_text(f)) for f in dataclasses.fields(cls.Config)]
     assert written == expected, (f"{page.name}'s options table differs from {cls.Config.__qualname__}: "
                                  f"written {written}, the code {expected}")
+
+
+def test_the_off_policy_page_states_trls_sequence_mask_default_as_the_locked_trl_has_it():
+    """docs/concepts/off-policy.md's seq_mis row: TRL's default correction mode is "sequence_mask" with the band
+    (−∞, 3] (no lower bound, C_max 3), read from the TRL in requirements/lock.txt."""
+    import dataclasses
+
+    pytest.importorskip("trl")
+    from trl import GRPOConfig
+
+    f = {x.name: x.default for x in dataclasses.fields(GRPOConfig)}
+    assert f["vllm_importance_sampling_mode"] == "sequence_mask"
+    assert (f["vllm_importance_sampling_clip_min"], f["vllm_importance_sampling_clip_max"]) == (None, 3.0)
+    page = (Path(__file__).resolve().parents[1] / "docs" / "concepts" / "off-policy.md").read_text()
+    assert '`"sequence_mask"`, TRL\'s default mode, whose default band is $(-\\infty, 3]$' in page
