@@ -532,6 +532,9 @@ def reproduce(name: str, args) -> Path | None:
         committed = Path(args.results) / name / "summary.csv"
         if results.parent != Path(args.results) and committed.is_file() and (results / "summary.csv").is_file():
             print(collect.compare_rows(results / "summary.csv", committed))  # the check beside the result
+            if args.quick:
+                print("  (a smoke run: --quick trains fewer steps on fewer problems, so its rows are expected to "
+                      "differ from the committed result's; it shows that the pipeline runs, not the numbers)")
         if stage is not None:
             collect.from_compare(stage, results, prefix=f"{recipe.base_run['method']}_stage_")
         write_wall(runs, results)
