@@ -91,10 +91,13 @@ def test_a_run_says_how_long_its_steps_take_after_its_first_three():
     assert [progress.duration(s) for s in (119, 7_100, 7_300, 172_000)] == ["119 s", "118 min", "2.0 h", "47.8 h"]
 
 
-def test_a_training_run_prints_its_estimate_once(tiny_base, tmp_path, capsys):
+def test_a_training_run_prints_its_estimate_once(tiny_base, tmp_path, capsys, monkeypatch):
     """Trainer.fit: one estimate line after its first 3 steps (of 5: 2 left), none for a run of 3 steps (nothing
     left to estimate) or with progress off."""
     from experiments.bench_common import Size, make_trainer
+
+    monkeypatch.setattr("gcframe.tracking.progress.ENABLED", True)  # a command run earlier in this process (e.g.
+    # with --no-progress) may have switched the progress lines off for the process
 
     size = Size("test", 32, 2, 4, 64, prompts=2, group=4, new_tokens=4)
     for steps, show, lines in ((5, True, 1), (3, True, 0), (5, False, 0)):

@@ -2531,7 +2531,7 @@ def test_the_new_losses_page_states_its_families_and_step_costs():
     out = pd.read_csv(RESULTS / name / "problems.csv.gz")
     out = out[out["seed"].isin(decided_on(RESULTS / name))]
     assert t.to_dict() == pytest.approx(out.groupby(["method", "seed"])["greedy"].mean().groupby("method").mean()
-                                        .round(3).to_dict(), abs=5e-4)
+                                        .to_dict(), abs=5e-4 + 1e-9)  # shown to 3 decimals
 
 
 def test_the_pipeline_paragraph_is_what_its_benchmark_measured():
