@@ -471,15 +471,21 @@ def _group(members: list[str]) -> str:
     return members[0] if len(members) == 1 else "{" + ", ".join(members) + "}"
 
 
+LISTED = 12
+"""The separated pairs inside a group a findings sentence names; pairs.csv holds every one."""
+
+
 def groups_text(order: list[str], g: pd.DataFrame) -> str:
     """The clause of a findings sentence (`ordered_groups`): 'it orders {a, b} > c > d', then the separated pairs
     inside a group ('; within {a, b, c}: a > c'); where no cut exists but pairs are separated, 'it orders no group
     of methods above the rest; within ...'; '' where nothing is separated."""
     groups, inside = ordered_groups(order, g)
     within = {}
-    for a, b in inside:
+    for a, b in inside[:LISTED]:
         within.setdefault(next(_group(grp) for grp in groups if a in grp), []).append(f"{a} > {b}")
     parts = [f"within {grp}: {', '.join(pairs)}" for grp, pairs in within.items()]
+    if len(inside) > LISTED:  # a sentence is not a table: the rest are pairs.csv's rows
+        parts[-1] += f" and {len(inside) - LISTED} more separated pairs (pairs.csv lists every pair)"
     if len(groups) > 1:
         parts.insert(0, "it orders " + " > ".join(_group(grp) for grp in groups))
     elif parts:
