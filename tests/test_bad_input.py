@@ -15,12 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
 import torch
 import yaml
 
 from gcframe.tracking import checkpoint
 from gcframe.tracking.log import read_jsonl
 from gcframe import forkserver
+from gcframe.errors import resume_command  # the command as the messages print it (paths quoted)
 from tests.test_resume import COMPARE, ROOT, TINY_CONFIG, cli_env, run_cli
 
 TINY = {**TINY_CONFIG, "train": {**TINY_CONFIG["train"], "steps": 6, "eval_every": 0}}
@@ -376,7 +378,7 @@ def test_reward_function_failing_on_a_sample_leaves_a_resumable_folder(results):
     assert lines[0].startswith(f"error: reward function {case}/rewards.py:late raised ValueError: cannot score")
     assert f"; kept in {out}: the finished runs" in lines[0]
     assert f"; once fixed (a --resume reads its settings from {out / 'config.yaml'}: change them there" in lines[0]
-    assert lines[0].endswith(f", continue with: python {COMPARE} --resume {out}")  # from any folder
+    assert lines[0].endswith(f", continue with: {resume_command(out)}")  # from any folder
     assert not list(out.rglob("*.claim"))  # nothing that a later --resume would wait on
     (case / "rewards.py").write_text(REWARDS.replace("len(calls) >= 30", "False"))  # the fix
     r = run_cli("--resume", out, "--no-progress", timeout=300)

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 import torch
 import yaml
 
 from analysis import gc_view
 from analysis.report import mean_ci, write_report
+from gcframe.errors import resume_command  # the command as the messages print it (paths quoted)
 
 K = 4
 ROOT = Path(__file__).resolve().parents[1]
@@ -541,7 +543,7 @@ def test_a_damaged_run_folder_is_refused_in_one_line_and_nothing_is_written(tmp_
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert f"1 damaged run folder: {out / 'grpo' / 'seed0'}: {DAMAGE[how]}" in err, err
-    assert f"python {ROOT / 'experiments' / 'compare.py'} --resume {out}" in err  # how to fix it, from anywhere
+    assert f"{resume_command(out)}" in err  # how to fix it, from anywhere
     assert {p: p.read_bytes() for p in (out / "report").iterdir()} == before
 
 

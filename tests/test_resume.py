@@ -12,12 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
+
 import torch
 import yaml
 
 from gcframe.tracking import checkpoint
 from gcframe.tracking.log import read_jsonl
 from gcframe import forkserver
+from gcframe.errors import resume_command  # the command as the messages print it (paths quoted)
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPARE = ROOT / "experiments" / "compare.py"
@@ -209,7 +211,7 @@ def test_sigterm_says_what_it_kept_and_leaves_no_claim_or_temporary(tmp_path):
     line = err.read_text().strip()
     assert line.count("\n") == 0 and "Traceback" not in line, line
     assert line.startswith("terminated (SIGTERM): grpo seed 0 stopped after 3 of 4 steps; kept: the finished runs, "
-                           "its last checkpoint") and f"continue with: python {COMPARE} --resume {out}" in line
+                           "its last checkpoint") and f"continue with: {resume_command(out)}" in line
     assert list(out.rglob("*.claim")) == [] and list(Path(os.environ["GCFRAME_CACHE"]).rglob(f"*.tmp{proc.pid}")) == []
     resumed = run_cli("--resume", out, "--no-progress")
     assert resumed.returncode == 0, resumed.stderr
@@ -374,7 +376,7 @@ def test_a_full_disk_at_the_final_model_is_one_line_and_resume_finishes_the_run(
     assert failed.returncode == 2 and failed.stderr.count("\n") == 1 and "Traceback" not in failed.stderr, \
         failed.stderr
     assert "error: the disk at / is full (" in failed.stderr and "while the final model was written to" in \
-        failed.stderr and f"continue with: python {COMPARE} --resume {out}" in failed.stderr
+        failed.stderr and f"continue with: {resume_command(out)}" in failed.stderr
     run = out / "sft" / "seed0"
     assert sorted(p.name for p in run.glob("final*")) == []  # neither final/ nor final.tmp<pid>
     assert checkpoint.finished(run, 4, model=False) is not None  # its last evaluation row was logged ...

@@ -26,6 +26,7 @@ from gcframe.tracking import checkpoint, progress
 from gcframe.tracking.log import read_jsonl
 from gcframe import forkserver
 from tests.test_resume import COMPARE, HANG, ROOT, TINY_CONFIG, cli_env, run_cli, write_config
+from gcframe.errors import resume_command  # the command as the messages print it (paths quoted)
 
 SUMMARY_COLUMNS = ["method", "seed", "base_accuracy", "initial_accuracy", "final_accuracy", "time_s", "gen_tokens",
                    "steps"]
@@ -139,7 +140,7 @@ def test_ctrl_c_is_one_line_exit_130_and_resumes(tmp_path):
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("interrupted: grpo seed 1 stopped after 3 of 4 steps")
-    assert "step-000002" in lines[0] and f"python {COMPARE} --resume {out}" in lines[0]
+    assert "step-000002" in lines[0] and f"{resume_command(out)}" in lines[0]
     assert checkpoint.latest(out / "grpo" / "seed1").name == "step-000002"  # nothing lost
     r = run_cli("--resume", out, "--no-progress")
     assert r.returncode == 0, r.stderr[-3000:]
