@@ -240,16 +240,16 @@ RECIPES = {
         "a teacher beside the checker: on-policy distillation (opd) and SFT on the teacher's completions (sft_teacher), "
         "the teacher the clean annotator's stage 1 of each seed (teacher: clean_base), against sft_filtered, sft_clean, "
         "dapo, reinforce_pp and ppo; every arm tuned at the default's budget on seeds 0 and 1, the findings on test "
-        "seeds 2-10 (the plan's, analysis.plan) from the default's bases, the 500 test problems "
+        "seeds 2-18 (the plan's, analysis.plan) from the default's bases, the 500 test problems "
         "(experiments/configs/distillation.yaml); grows by --seeds", "compare",
-        "distillation.yaml", list(range(11)), args=["--tune"],
+        "distillation.yaml", list(range(19)), args=["--tune"],
         quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "opd,sft_teacher,sft_filtered"]),
     "new_losses": Recipe(
         "the losses that join the default's table when it is next re-made: dual-clip PPO, Lite PPO, Kimi's quadratic "
         "penalty, DPPO, GMPO, Clip-Cov, KL-Cov, MaxRL and RPO, each against the method it modifies (PPO, GRPO, DPO) and "
-        "sft_filtered; every arm tuned at the default's budget on seeds 0 and 1, the findings on test seeds 2-8 (the "
+        "sft_filtered; every arm tuned at the default's budget on seeds 0 and 1, the findings on test seeds 2-9 (the "
         "plan's for over_parent, analysis.plan) from the default's bases, the 500 test problems "
-        "(experiments/configs/new_losses.yaml); grows by --seeds", "compare", "new_losses.yaml", list(range(9)),
+        "(experiments/configs/new_losses.yaml); grows by --seeds", "compare", "new_losses.yaml", list(range(10)),
         args=["--tune"], quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "dual_clip_ppo,gmpo,rpo,grpo"]),
     "slip_sweep": Recipe("the annotator's slip rate as a dial: the default comparison at slip 0, 0.4, 0.8 and 0.9 "
                          "(sft, sft_filtered and three RL methods, 3 seeds, a base per seed) and each RL method's "
