@@ -240,9 +240,9 @@ RECIPES = {
         "a teacher beside the checker: on-policy distillation (opd) and SFT on the teacher's completions (sft_teacher), "
         "the teacher the clean annotator's stage 1 of each seed (teacher: clean_base), against sft_filtered, sft_clean, "
         "dapo, reinforce_pp and ppo; every arm tuned at the default's budget on seeds 0 and 1, the findings on test "
-        "seeds 2-18 (the plan's, analysis.plan) from the default's bases, the 500 test problems "
+        "seeds 2-19 (the plan's, analysis.plan) from the default's bases, the 500 test problems "
         "(experiments/configs/distillation.yaml); grows by --seeds", "compare",
-        "distillation.yaml", list(range(19)), args=["--tune"],
+        "distillation.yaml", list(range(20)), args=["--tune"],
         quick=["--quick", "--tune", "1e-4,1e-3", "--methods", "opd,sft_teacher,sft_filtered"]),
     "new_losses": Recipe(
         "the losses that join the default's table when it is next re-made: dual-clip PPO, Lite PPO, Kimi's quadratic "

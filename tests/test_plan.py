@@ -128,29 +128,32 @@ def test_a_seed_is_merged_once_whatever_the_number_of_merges(tmp_path, monkeypat
 
     from analysis import results as collect
 
+    from analysis.seeds import committed
+
     folder = _copy(tmp_path, "new_losses")
-    seed_out = tmp_path / "runs" / "seed7"
+    new_seed = max(committed(folder)) + 1  # a seed the result does not have
+    seed_out = tmp_path / "runs" / f"seed{new_seed}"
     (seed_out / "report").mkdir(parents=True)
     (seed_out / "report" / "summary.md").write_text("done\n")
     old = {n: pd.read_csv(folder / n) for n in ("problems.csv.gz", "summary.csv", "evals.csv")}
     env = {"cpu": "Some CPU", "cores": 2, "platform": "Linux", "commit": "abcdef1234567890", "dirty": False}
 
-    def made(runs, res, **kw):  # seed 2's rows relabelled as seed 7: what the seed's compare folder would give
+    def made(runs, res, **kw):  # seed 2's rows relabelled as the new seed: what its compare folder would give
         res.mkdir(parents=True, exist_ok=True)
         for n, t in old.items():
-            t = t[t["seed"] == 2].assign(seed=7)
+            t = t[t["seed"] == 2].assign(seed=new_seed)
             (collect.write_csv_gz(t, res / n) if n.endswith(".gz") else t.to_csv(res / n, index=False))
         (res / "env.json").write_text(__import__("json").dumps(env))
 
     monkeypatch.setattr(collect, "from_compare", made)
     for _ in range(2):
-        grow.merge(seed_out, folder, 7, None)
+        grow.merge(seed_out, folder, new_seed, None)
     for n, t in old.items():
         new = pd.read_csv(folder / n)
         assert len(new) == len(t) + (t["seed"] == 2).sum(), n  # once, not twice
-        assert np.array_equal(new[new["seed"] == 7].drop(columns="seed").to_numpy(),
+        assert np.array_equal(new[new["seed"] == new_seed].drop(columns="seed").to_numpy(),
                               t[t["seed"] == 2].drop(columns="seed").to_numpy()), n
     seeds = pd.read_csv(folder / "seeds.csv")
-    row = seeds[seeds["seed"] == 7].iloc[0]
+    row = seeds[seeds["seed"] == new_seed].iloc[0]
     assert (row["role"], row["cpu"], row["commit"]) == ("test", "Some CPU", "abcdef123456")
-    assert list(seeds["seed"]) == sorted(seeds["seed"]) and (seeds["seed"] == 7).sum() == 1
+    assert list(seeds["seed"]) == sorted(seeds["seed"]) and (seeds["seed"] == new_seed).sum() == 1
